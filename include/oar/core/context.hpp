@@ -1,0 +1,30 @@
+// What a layer's forward/backward sees besides its tensors: train/eval mode, the seeded random
+// streams, which forward pass this is (for dropout masks), its own index, views of its
+// parameters and gradients in the network's flat buffers, and a scratch workspace.
+#pragma once
+
+#include <cstddef>  // std::size_t
+#include <cstdint>  // std::uint64_t
+
+#include "backend.hpp"  // Backend, cpu
+#include "rng.hpp"      // CounterRng
+
+namespace oar {
+
+enum class Mode { train, eval };
+
+template <Backend B>
+struct Context {
+    using backend = B;
+    using value_type = typename B::value_type;
+    Mode mode = Mode::train;
+    CounterRng rng{};
+    std::uint64_t step = 0;          ///< training forward passes so far (a dropout mask is a function of it)
+    std::size_t layer_index = 0;     ///< position of the running layer in its Sequential
+    const value_type* params = nullptr;  ///< the running layer's parameter block (see ParametricLayer)
+    value_type* grads = nullptr;         ///< its gradient block, same layout
+    value_type* workspace = nullptr;     ///< scratch of at least the layer's `workspace(in)` values
+    std::size_t workspace_size = 0;
+};
+
+}  // namespace oar

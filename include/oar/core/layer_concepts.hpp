@@ -1,0 +1,93 @@
+// The Layer contract, written once (as dlib's layers_abstract.h does) and checked as concepts.
+#pragma once
+
+#include <array>        // std::array
+#include <concepts>     // std::same_as, std::convertible_to
+#include <cstddef>      // std::size_t
+#include <string_view>  // std::string_view
+
+#include "context.hpp"  // Context
+#include "shape.hpp"    // Dims
+
+namespace oar {
+
+/// Why a layer refuses an input shape (see LayerCheck).
+enum class check_kind { ok, rank, features, channels, spatial };
+
+/// A layer's verdict on an input shape: ok, or what is wrong with the expected and actual value.
+struct LayerCheck {
+    check_kind kind = check_kind::ok;
+    std::size_t expected = 0;
+    std::size_t got = 0;
+    constexpr bool ok() const { return kind == check_kind::ok; }
+};
+
+/// How a parameter is initialised (Paddle's defaults): bias zeros, Linear XavierUniform,
+/// Conv2D Normal(0, sqrt(2 / fan_in)).
+enum class init_kind { zeros, xavier_uniform, kaiming_normal };
+
+/// One parameter tensor of a layer: its state-dict name ("weight"), shape and initialiser.
+struct ParamSpec {
+    std::string_view name;
+    Dims dims;
+    init_kind init = init_kind::zeros;
+    std::size_t fan_in = 0;
+    std::size_t fan_out = 0;
+};
+
+/// Layer: a type describing one stage of a Sequential network, for per-sample input dims `in`:
+///   static constexpr std::string_view name;                    // "Conv2D"
+///   static constexpr LayerCheck check(Dims in);                // does `in` fit? else kind/expected/got
+///   static constexpr Dims output_dims(Dims in);                // per-sample output dims (in passed check)
+///   static constexpr std::size_t flops(Dims in);               // forward FLOPs per sample, multiply-add = 2
+///   static constexpr std::size_t workspace(Dims in);           // scratch floats forward/backward need
+///   template <Backend B> using T = typename B::value_type:
+///   void forward(Context<B>&, Dims in, const T* x, T* y, std::size_t n);
+///        // x: (n, in...) -> y: (n, out...); x and y never alias
+///   void backward(Context<B>&, Dims in, const T* x, const T* y, const T* dy, T* dx, std::size_t n);
+///        // dx = dL/dx (overwritten; skipped when dx is null); parameter gradients are ADDED to
+///        // ctx.grads (they accumulate until clear_grad, as in Paddle and PyTorch)
+/// A layer keeps no per-batch state between forward and backward other than x and y, and holds no
+/// parameters itself: the network hands it views of its block of the flat buffers in the context.
+template <class L>
+concept Layer = requires(L& layer, Context<cpu>& ctx, Dims in, const float* cx, float* x, std::size_t n) {
+    { L::name } -> std::convertible_to<std::string_view>;
+    { L::check(in) } -> std::same_as<LayerCheck>;
+    { L::output_dims(in) } -> std::same_as<Dims>;
+    { L::flops(in) } -> std::convertible_to<std::size_t>;
+    { L::workspace(in) } -> std::convertible_to<std::size_t>;
+    layer.forward(ctx, in, cx, x, n);
+    layer.backward(ctx, in, cx, cx, cx, x, n);
+};
+
+/// ParametricLayer: a Layer with parameters, which live in the network's flat buffers:
+///   static constexpr std::size_t num_params;                   // number of parameter tensors
+///   static constexpr std::array<ParamSpec, num_params> params(Dims in);  // in state-dict order
+/// In forward/backward, ctx.params / ctx.grads point at the layer's block: the tensors of
+/// params(in) packed in order, each starting at param_offset(params(in), t) (cache-line aligned).
+template <class L>
+concept ParametricLayer = Layer<L> && requires(Dims in) {
+    { L::num_params } -> std::convertible_to<std::size_t>;
+    { L::params(in) } -> std::same_as<std::array<ParamSpec, L::num_params>>;
+};
+
+}  // namespace oar
+
+namespace oar {
+
+/// Offset (in floats) of parameter tensor `t` inside its layer's block: tensors are packed in
+/// params() order, each rounded up to a whole cache line so every tensor starts aligned.
+template <std::size_t P>
+constexpr std::size_t param_offset(const std::array<ParamSpec, P>& specs, std::size_t t) {
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < t; ++i) off += (specs[i].dims.size() + 15) / 16 * 16;
+    return off;
+}
+
+/// Floats a layer's parameter block takes in the flat buffer (with alignment padding).
+template <std::size_t P>
+constexpr std::size_t param_block_size(const std::array<ParamSpec, P>& specs) {
+    return param_offset(specs, P);
+}
+
+}  // namespace oar

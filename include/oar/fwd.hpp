@@ -1,0 +1,24 @@
+// Forward declarations of oar's public types; includes nothing heavy, so headers that only
+// name a type need not pull in its definition.
+#pragma once
+
+#include <cstddef>  // std::size_t
+
+namespace oar {
+
+struct Dims;
+template <std::size_t... Ds> struct Shape;
+
+template <class T> struct basic_cpu;
+using cpu = basic_cpu<float>;
+
+template <class... Layers> struct Sequential;
+template <class Seq, class InShape, class Backend> class Network;
+
+template <class T> class basic_tensor;
+template <class T> class basic_tensor_view;
+using Tensor = basic_tensor<float>;
+
+class error;
+
+}  // namespace oar

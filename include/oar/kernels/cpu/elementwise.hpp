@@ -1,0 +1,89 @@
+// Elementwise activation functors and the CPU map kernels that run them. A functor has a scalar
+// `operator()` / `backward` (OAR_HOST_DEVICE, so a CUDA kernel runs the same body) and, for the
+// CPU, xsimd `simd_apply` / `simd_backward`; the map kernel takes the SIMD path when it exists.
+#pragma once
+
+#include <cmath>    // std::exp, std::tanh
+#include <concepts> // std::same_as
+#include <cstddef>  // std::size_t
+
+#include <xsimd/xsimd.hpp>  // xsimd::batch, select, exp, tanh
+
+#include "../../config.hpp"  // OAR_HOST_DEVICE, OAR_RESTRICT
+#include "../dispatch.hpp"   // kernel, op::map, op::map_backward
+
+namespace oar {
+
+/// max(x, 0); NaN passes through (as in PyTorch), so a NaN guard can still see it.
+struct relu_fn {
+    template <class T>
+    OAR_HOST_DEVICE T operator()(T x) const { return x < T(0) ? T(0) : x; }
+    template <class T>
+    OAR_HOST_DEVICE T backward(T x, T, T dy) const { return x > T(0) ? dy : T(0); }
+    template <class B>
+    B simd_apply(B x) const { return xsimd::select(x < B(0), B(0), x); }
+    template <class B>
+    B simd_backward(B x, B, B dy) const { return xsimd::select(x > B(0), dy, B(0)); }
+};
+
+/// 1 / (1 + exp(-x)); saturates to 0 or 1 without overflow to NaN.
+struct sigmoid_fn {
+    template <class T>
+    OAR_HOST_DEVICE T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); }
+    template <class T>
+    OAR_HOST_DEVICE T backward(T, T y, T dy) const { return dy * y * (T(1) - y); }
+    template <class B>
+    B simd_apply(B x) const { return B(1) / (B(1) + xsimd::exp(-x)); }
+    template <class B>
+    B simd_backward(B, B y, B dy) const { return dy * y * (B(1) - y); }
+};
+
+/// tanh(x)
+struct tanh_fn {
+    template <class T>
+    OAR_HOST_DEVICE T operator()(T x) const { return std::tanh(x); }
+    template <class T>
+    OAR_HOST_DEVICE T backward(T, T y, T dy) const { return dy * (T(1) - y * y); }
+    template <class B>
+    B simd_apply(B x) const { return xsimd::tanh(x); }
+    template <class B>
+    B simd_backward(B, B y, B dy) const { return dy * (B(1) - y * y); }
+};
+
+template <class F, class T>
+concept SimdFunctor = requires(const F f, xsimd::batch<T> b) {
+    { f.simd_apply(b) } -> std::same_as<xsimd::batch<T>>;
+    { f.simd_backward(b, b, b) } -> std::same_as<xsimd::batch<T>>;
+};
+
+/// kernel<op::map, cpu>::run(f, x, y, n): y[i] = f(x[i]); x == y (in place) is allowed.
+template <class T>
+struct kernel<op::map, basic_cpu<T>> {
+    template <class F>
+    static void run(const F& f, const T* x, T* y, std::size_t n) {
+        std::size_t i = 0;
+        if constexpr (SimdFunctor<F, T>) {
+            using B = xsimd::batch<T>;
+            for (; i + B::size <= n; i += B::size) f.simd_apply(B::load_unaligned(x + i)).store_unaligned(y + i);
+        }
+        for (; i < n; ++i) y[i] = f(x[i]);
+    }
+};
+
+/// kernel<op::map_backward, cpu>::run(f, x, y, dy, dx, n): dx[i] = f.backward(x[i], y[i], dy[i]).
+template <class T>
+struct kernel<op::map_backward, basic_cpu<T>> {
+    template <class F>
+    static void run(const F& f, const T* x, const T* y, const T* dy, T* dx, std::size_t n) {
+        std::size_t i = 0;
+        if constexpr (SimdFunctor<F, T>) {
+            using B = xsimd::batch<T>;
+            for (; i + B::size <= n; i += B::size)
+                f.simd_backward(B::load_unaligned(x + i), B::load_unaligned(y + i), B::load_unaligned(dy + i))
+                    .store_unaligned(dx + i);
+        }
+        for (; i < n; ++i) dx[i] = f.backward(x[i], y[i], dy[i]);
+    }
+};
+
+}  // namespace oar

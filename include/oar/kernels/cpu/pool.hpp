@@ -1,0 +1,106 @@
+// CPU pooling kernels over (N,C,H,W): max (backward recomputes the arg-max from x, so nothing is
+// stored between passes) and average (padding excluded from the divisor never arises: no padding).
+#pragma once
+
+#include <cstddef>  // std::size_t
+#include <limits>   // std::numeric_limits
+
+#include "../../config.hpp"  // OAR_RESTRICT
+#include "../dispatch.hpp"   // kernel, op::*
+#include "conv.hpp"          // ConvGeometry
+
+namespace oar {
+
+namespace cpu_detail {
+/// Index (within the plane) of the first maximum of the window at (oy, ox); NaN wins, as in PyTorch.
+template <class T>
+std::size_t window_argmax(const ConvGeometry& g, const T* plane, std::size_t oy, std::size_t ox) {
+    std::size_t best = (oy * g.stride) * g.width + ox * g.stride;
+    T bv = plane[best];
+    for (std::size_t ky = 0; ky < g.kernel; ++ky)
+        for (std::size_t kx = 0; kx < g.kernel; ++kx) {
+            const std::size_t idx = (oy * g.stride + ky) * g.width + ox * g.stride + kx;
+            const T v = plane[idx];
+            if (v > bv || (v != v && bv == bv)) {
+                bv = v;
+                best = idx;
+            }
+        }
+    return best;
+}
+}  // namespace cpu_detail
+
+/// kernel<op::max_pool_forward, cpu>::run(g, n, x, y): x (n,C,H,W) -> y (n,C,OH,OW).
+template <class T>
+struct kernel<op::max_pool_forward, basic_cpu<T>> {
+    static void run(const ConvGeometry& g, std::size_t n, const T* OAR_RESTRICT x, T* OAR_RESTRICT y) {
+        const std::size_t oh = g.out_height(), ow = g.out_width(), planes = n * g.channels;
+        for (std::size_t p = 0; p < planes; ++p) {
+            const T* in = x + p * g.height * g.width;
+            T* out = y + p * oh * ow;
+            for (std::size_t oy = 0; oy < oh; ++oy)
+                for (std::size_t ox = 0; ox < ow; ++ox) out[oy * ow + ox] = in[cpu_detail::window_argmax(g, in, oy, ox)];
+        }
+    }
+};
+
+/// kernel<op::max_pool_backward, cpu>::run(g, n, x, dy, dx): dx = 0 except the window maxima get dy.
+template <class T>
+struct kernel<op::max_pool_backward, basic_cpu<T>> {
+    static void run(const ConvGeometry& g, std::size_t n, const T* OAR_RESTRICT x, const T* OAR_RESTRICT dy,
+                    T* OAR_RESTRICT dx) {
+        const std::size_t oh = g.out_height(), ow = g.out_width(), planes = n * g.channels, hw = g.height * g.width;
+        for (std::size_t i = 0; i < planes * hw; ++i) dx[i] = T(0);
+        for (std::size_t p = 0; p < planes; ++p) {
+            const T* in = x + p * hw;
+            const T* d = dy + p * oh * ow;
+            T* out = dx + p * hw;
+            for (std::size_t oy = 0; oy < oh; ++oy)
+                for (std::size_t ox = 0; ox < ow; ++ox) out[cpu_detail::window_argmax(g, in, oy, ox)] += d[oy * ow + ox];
+        }
+    }
+};
+
+/// kernel<op::avg_pool_forward, cpu>::run(g, n, x, y)
+template <class T>
+struct kernel<op::avg_pool_forward, basic_cpu<T>> {
+    static void run(const ConvGeometry& g, std::size_t n, const T* OAR_RESTRICT x, T* OAR_RESTRICT y) {
+        const std::size_t oh = g.out_height(), ow = g.out_width(), planes = n * g.channels;
+        const T inv = T(1) / static_cast<T>(g.kernel * g.kernel);
+        for (std::size_t p = 0; p < planes; ++p) {
+            const T* in = x + p * g.height * g.width;
+            T* out = y + p * oh * ow;
+            for (std::size_t oy = 0; oy < oh; ++oy)
+                for (std::size_t ox = 0; ox < ow; ++ox) {
+                    T s = T(0);
+                    for (std::size_t ky = 0; ky < g.kernel; ++ky)
+                        for (std::size_t kx = 0; kx < g.kernel; ++kx)
+                            s += in[(oy * g.stride + ky) * g.width + ox * g.stride + kx];
+                    out[oy * ow + ox] = s * inv;
+                }
+        }
+    }
+};
+
+/// kernel<op::avg_pool_backward, cpu>::run(g, n, dy, dx): dx = spread of dy / (K*K) over each window.
+template <class T>
+struct kernel<op::avg_pool_backward, basic_cpu<T>> {
+    static void run(const ConvGeometry& g, std::size_t n, const T* OAR_RESTRICT dy, T* OAR_RESTRICT dx) {
+        const std::size_t oh = g.out_height(), ow = g.out_width(), planes = n * g.channels, hw = g.height * g.width;
+        const T inv = T(1) / static_cast<T>(g.kernel * g.kernel);
+        for (std::size_t i = 0; i < planes * hw; ++i) dx[i] = T(0);
+        for (std::size_t p = 0; p < planes; ++p) {
+            const T* d = dy + p * oh * ow;
+            T* out = dx + p * hw;
+            for (std::size_t oy = 0; oy < oh; ++oy)
+                for (std::size_t ox = 0; ox < ow; ++ox) {
+                    const T v = d[oy * ow + ox] * inv;
+                    for (std::size_t ky = 0; ky < g.kernel; ++ky)
+                        for (std::size_t kx = 0; kx < g.kernel; ++kx)
+                            out[(oy * g.stride + ky) * g.width + ox * g.stride + kx] += v;
+                }
+        }
+    }
+};
+
+}  // namespace oar

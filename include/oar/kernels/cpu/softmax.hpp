@@ -1,0 +1,78 @@
+// CPU softmax kernels over rows, and the fused softmax + cross-entropy for integer labels:
+// loss = logsumexp(z) - z[label], stable for any finite logits (max subtracted first).
+#pragma once
+
+#include <cmath>    // std::exp, std::log
+#include <cstddef>  // std::size_t
+#include <cstdint>  // std::int64_t
+
+#include "../../config.hpp"  // OAR_RESTRICT
+#include "../dispatch.hpp"   // kernel, op::*
+
+namespace oar {
+
+/// kernel<op::softmax_forward, cpu>::run(x, y, rows, cols)
+template <class T>
+struct kernel<op::softmax_forward, basic_cpu<T>> {
+    static void run(const T* OAR_RESTRICT x, T* OAR_RESTRICT y, std::size_t rows, std::size_t cols) {
+        for (std::size_t r = 0; r < rows; ++r) {
+            const T* in = x + r * cols;
+            T* out = y + r * cols;
+            T m = in[0];
+            for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
+            double s = 0.0;
+            for (std::size_t j = 0; j < cols; ++j) {
+                out[j] = std::exp(in[j] - m);
+                s += out[j];
+            }
+            const T inv = static_cast<T>(1.0 / s);
+            for (std::size_t j = 0; j < cols; ++j) out[j] *= inv;
+        }
+    }
+};
+
+/// kernel<op::softmax_backward, cpu>::run(y, dy, dx, rows, cols): dx = y * (dy - sum(dy * y)).
+template <class T>
+struct kernel<op::softmax_backward, basic_cpu<T>> {
+    static void run(const T* OAR_RESTRICT y, const T* OAR_RESTRICT dy, T* OAR_RESTRICT dx,
+                    std::size_t rows, std::size_t cols) {
+        for (std::size_t r = 0; r < rows; ++r) {
+            const T* yr = y + r * cols;
+            const T* dyr = dy + r * cols;
+            double dot = 0.0;
+            for (std::size_t j = 0; j < cols; ++j) dot += static_cast<double>(dyr[j]) * yr[j];
+            for (std::size_t j = 0; j < cols; ++j) dx[r * cols + j] = yr[j] * (dyr[j] - static_cast<T>(dot));
+        }
+    }
+};
+
+/// kernel<op::softmax_cross_entropy, cpu>::run(z, labels, rows, cols, scale, losses, dz) -> sum of losses
+///   losses[r] = logsumexp(z_r) - z_r[label_r]; dz = scale * (softmax(z) - onehot(label)).
+///   Labels are checked by the caller. `losses` may be null; `dz` may be null (evaluation).
+template <class T>
+struct kernel<op::softmax_cross_entropy, basic_cpu<T>> {
+    static double run(const T* OAR_RESTRICT z, const std::int64_t* labels, std::size_t rows, std::size_t cols,
+                      T scale, T* losses, T* OAR_RESTRICT dz) {
+        double total = 0.0;
+        for (std::size_t r = 0; r < rows; ++r) {
+            const T* in = z + r * cols;
+            T m = in[0];
+            for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
+            double s = 0.0;
+            for (std::size_t j = 0; j < cols; ++j) s += std::exp(static_cast<double>(in[j]) - static_cast<double>(m));
+            const double lse = std::log(s) + static_cast<double>(m);
+            const auto label = static_cast<std::size_t>(labels[r]);
+            const double loss = lse - static_cast<double>(in[label]);
+            total += loss;
+            if (losses) losses[r] = static_cast<T>(loss);
+            if (dz) {
+                for (std::size_t j = 0; j < cols; ++j)
+                    dz[r * cols + j] = scale * static_cast<T>(std::exp(static_cast<double>(in[j]) - lse));
+                dz[r * cols + label] -= scale;
+            }
+        }
+        return total;
+    }
+};
+
+}  // namespace oar

@@ -1,0 +1,65 @@
+// Activation layers: ReLU, Sigmoid, Tanh (elementwise functors from kernels/cpu/elementwise.hpp)
+// and Softmax over the last dimension, as paddle.nn.Softmax(axis=-1).
+#pragma once
+
+#include <cstddef>      // std::size_t
+#include <string_view>  // std::string_view
+
+#include "../core/context.hpp"            // Context
+#include "../core/layer_concepts.hpp"     // LayerCheck
+#include "../kernels/cpu/elementwise.hpp" // relu_fn, sigmoid_fn, tanh_fn, op::map on cpu
+#include "../kernels/cpu/softmax.hpp"     // op::softmax_* on cpu
+
+namespace oar {
+
+namespace detail {
+/// Shape-preserving elementwise layer running functor F.
+template <class F>
+struct elementwise_layer {
+    static constexpr LayerCheck check(Dims) { return {}; }
+    static constexpr Dims output_dims(Dims in) { return in; }
+    static constexpr std::size_t flops(Dims in) { return in.size(); }
+    static constexpr std::size_t workspace(Dims) { return 0; }
+
+    template <Backend B, class T = typename B::value_type>
+    void forward(Context<B>&, Dims in, const T* x, T* y, std::size_t n) const {
+        kernel<op::map, B>::run(F{}, x, y, n * in.size());
+    }
+    template <Backend B, class T = typename B::value_type>
+    void backward(Context<B>&, Dims in, const T* x, const T* y, const T* dy, T* dx, std::size_t n) const {
+        if (dx) kernel<op::map_backward, B>::run(F{}, x, y, dy, dx, n * in.size());
+    }
+};
+}  // namespace detail
+
+struct ReLU : detail::elementwise_layer<relu_fn> {
+    static constexpr std::string_view name = "ReLU";
+};
+struct Sigmoid : detail::elementwise_layer<sigmoid_fn> {
+    static constexpr std::string_view name = "Sigmoid";
+};
+struct Tanh : detail::elementwise_layer<tanh_fn> {
+    static constexpr std::string_view name = "Tanh";
+};
+
+/// Softmax over the last dimension.
+struct Softmax {
+    static constexpr std::string_view name = "Softmax";
+    static constexpr LayerCheck check(Dims) { return {}; }
+    static constexpr Dims output_dims(Dims in) { return in; }
+    static constexpr std::size_t flops(Dims in) { return 4 * in.size(); }
+    static constexpr std::size_t workspace(Dims) { return 0; }
+
+    template <Backend B, class T = typename B::value_type>
+    void forward(Context<B>&, Dims in, const T* x, T* y, std::size_t n) const {
+        const std::size_t cols = in.d[in.rank - 1];
+        kernel<op::softmax_forward, B>::run(x, y, n * in.size() / cols, cols);
+    }
+    template <Backend B, class T = typename B::value_type>
+    void backward(Context<B>&, Dims in, const T*, const T* y, const T* dy, T* dx, std::size_t n) const {
+        const std::size_t cols = in.d[in.rank - 1];
+        if (dx) kernel<op::softmax_backward, B>::run(y, dy, dx, n * in.size() / cols, cols);
+    }
+};
+
+}  // namespace oar

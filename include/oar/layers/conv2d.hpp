@@ -1,0 +1,88 @@
+// Conv2D<InC, OutC, K, Stride, Pad>: square-kernel 2-D convolution over (C,H,W), as paddle.nn.Conv2D,
+// weight [OutC, InC, K, K] (Paddle's and PyTorch's layout), Normal(0, sqrt(2/(InC*K*K))) init.
+// Computed per sample as im2col + GEMM; backward recomputes the columns instead of storing them.
+#pragma once
+
+#include <array>        // std::array
+#include <cstddef>      // std::size_t
+#include <string_view>  // std::string_view
+
+#include "../core/context.hpp"         // Context
+#include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
+#include "../kernels/cpu/conv.hpp"     // op::im2col / col2im / bias_* on cpu, ConvGeometry
+#include "../kernels/cpu/gemm.hpp"     // op::gemm on cpu
+
+namespace oar {
+
+template <std::size_t InC, std::size_t OutC, std::size_t K, std::size_t Stride = 1, std::size_t Pad = 0>
+struct Conv2D {
+    static_assert(InC > 0 && OutC > 0 && K > 0 && Stride > 0,
+                  "oar: Conv2D<InC, OutC, K, Stride, Pad> needs positive channels, kernel size and stride");
+    static_assert(Pad < K, "oar: Conv2D padding must be smaller than the kernel size");
+
+    static constexpr std::string_view name = "Conv2D";
+    static constexpr std::size_t num_params = 2;
+    static constexpr std::size_t ckk = InC * K * K;
+
+    static constexpr ConvGeometry geometry(Dims in) { return {InC, in.d[1], in.d[2], K, Stride, Pad}; }
+
+    static constexpr LayerCheck check(Dims in) {
+        if (in.rank != 3) return {check_kind::rank, 3, in.rank};
+        if (in.d[0] != InC) return {check_kind::channels, InC, in.d[0]};
+        if (in.d[1] + 2 * Pad < K) return {check_kind::spatial, K, in.d[1] + 2 * Pad};
+        if (in.d[2] + 2 * Pad < K) return {check_kind::spatial, K, in.d[2] + 2 * Pad};
+        return {};
+    }
+    static constexpr Dims output_dims(Dims in) {
+        const auto g = geometry(in);
+        return make_dims(OutC, g.out_height(), g.out_width());
+    }
+    static constexpr std::size_t flops(Dims in) {
+        const auto g = geometry(in);
+        return OutC * g.col_cols() * (2 * ckk + 1);
+    }
+    static constexpr std::size_t workspace(Dims in) { return 2 * geometry(in).col_rows() * geometry(in).col_cols(); }
+    static constexpr std::array<ParamSpec, 2> params(Dims) {
+        return {ParamSpec{"weight", make_dims(OutC, InC, K, K), init_kind::kaiming_normal, ckk, OutC * K * K},
+                ParamSpec{"bias", make_dims(OutC), init_kind::zeros, ckk, OutC * K * K}};
+    }
+    static constexpr std::size_t bias_offset = param_offset(params(make_dims(InC, K, K)), 1);
+
+    template <Backend B, class T = typename B::value_type>
+    void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
+        const auto g = geometry(in);
+        const std::size_t P = g.col_cols(), in_size = in.size();
+        const T* w = ctx.params;  // (OutC, CKK)
+        T* col = ctx.workspace;   // (CKK, P)
+        for (std::size_t s = 0; s < n; ++s) {
+            kernel<op::im2col, B>::run(g, x + s * in_size, col);
+            kernel<op::gemm, B>::run(Trans::no, Trans::no, OutC, P, ckk, T(1), w, ckk, col, P, T(0), y + s * OutC * P,
+                                     P);  // (OutC,CKK) x (CKK,P)
+        }
+        kernel<op::bias_add, B>::run(y, ctx.params + bias_offset, n, OutC, P);
+    }
+
+    template <Backend B, class T = typename B::value_type>
+    void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
+        const auto g = geometry(in);
+        const std::size_t P = g.col_cols(), in_size = in.size();
+        T* col = ctx.workspace;             // (CKK, P)
+        T* dcol = ctx.workspace + ckk * P;  // (CKK, P)
+        for (std::size_t s = 0; s < n; ++s) {
+            const T* dys = dy + s * OutC * P;  // (OutC, P)
+            kernel<op::im2col, B>::run(g, x + s * in_size, col);
+            kernel<op::gemm, B>::run(Trans::no, Trans::yes, OutC, ckk, P, T(1), dys, P, col, P, T(1), ctx.grads,
+                                     ckk);  // dW += dy col^T
+            if (dx) {
+                kernel<op::gemm, B>::run(Trans::yes, Trans::no, ckk, P, OutC, T(1), ctx.params, ckk, dys, P, T(0), dcol,
+                                         P);  // dcol = W^T dy
+                T* dxs = dx + s * in_size;
+                for (std::size_t i = 0; i < in_size; ++i) dxs[i] = T(0);
+                kernel<op::col2im, B>::run(g, dcol, dxs);
+            }
+        }
+        kernel<op::bias_grad, B>::run(dy, ctx.grads + bias_offset, n, OutC, P);
+    }
+};
+
+}  // namespace oar

@@ -1,0 +1,31 @@
+// Flatten: (C,H,W) -> (C*H*W), as paddle.nn.Flatten() with its default start_axis=1. A copy, so the
+// network's activations stay one buffer per layer.
+#pragma once
+
+#include <cstddef>      // std::size_t
+#include <string_view>  // std::string_view
+
+#include "../core/context.hpp"         // Context
+#include "../core/layer_concepts.hpp"  // LayerCheck
+
+namespace oar {
+
+struct Flatten {
+    static constexpr std::string_view name = "Flatten";
+    static constexpr LayerCheck check(Dims) { return {}; }
+    static constexpr Dims output_dims(Dims in) { return make_dims(in.size()); }
+    static constexpr std::size_t flops(Dims) { return 0; }
+    static constexpr std::size_t workspace(Dims) { return 0; }
+
+    template <Backend B, class T = typename B::value_type>
+    void forward(Context<B>&, Dims in, const T* x, T* y, std::size_t n) const {
+        for (std::size_t i = 0, e = n * in.size(); i < e; ++i) y[i] = x[i];
+    }
+    template <Backend B, class T = typename B::value_type>
+    void backward(Context<B>&, Dims in, const T*, const T*, const T* dy, T* dx, std::size_t n) const {
+        if (dx)
+            for (std::size_t i = 0, e = n * in.size(); i < e; ++i) dx[i] = dy[i];
+    }
+};
+
+}  // namespace oar

@@ -1,0 +1,60 @@
+// Linear<In, Out>: y = x W + b over the last dimension, as paddle.nn.Linear. The weight is stored
+// in Paddle's layout [In, Out] (PyTorch's is its transpose, [Out, In]); XavierUniform init.
+#pragma once
+
+#include <array>        // std::array
+#include <cstddef>      // std::size_t
+#include <string_view>  // std::string_view
+
+#include "../core/context.hpp"         // Context
+#include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
+#include "../kernels/cpu/conv.hpp"     // op::bias_add / bias_grad on cpu
+#include "../kernels/cpu/gemm.hpp"     // op::gemm on cpu
+
+namespace oar {
+
+template <std::size_t In, std::size_t Out>
+struct Linear {
+    static_assert(In > 0 && Out > 0, "oar: Linear<In, Out> needs positive sizes (a zero dimension holds no data)");
+
+    static constexpr std::string_view name = "Linear";
+    static constexpr std::size_t in_features = In, out_features = Out;
+    static constexpr std::size_t num_params = 2;
+
+    static constexpr LayerCheck check(Dims in) {
+        if (in.d[in.rank - 1] != In) return {check_kind::features, In, in.d[in.rank - 1]};
+        return {};
+    }
+    static constexpr Dims output_dims(Dims in) {
+        in.d[in.rank - 1] = Out;
+        return in;
+    }
+    static constexpr std::size_t flops(Dims in) { return in.size() / In * (2 * In * Out + Out); }
+    static constexpr std::size_t workspace(Dims) { return 0; }
+    static constexpr std::array<ParamSpec, 2> params(Dims) {
+        return {ParamSpec{"weight", make_dims(In, Out), init_kind::xavier_uniform, In, Out},
+                ParamSpec{"bias", make_dims(Out), init_kind::zeros, In, Out}};
+    }
+    static constexpr std::size_t bias_offset = param_offset(params(make_dims(In)), 1);
+
+    template <Backend B, class T = typename B::value_type>
+    void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
+        const std::size_t rows = n * (in.size() / In);
+        const T* w = ctx.params;  // (In, Out)
+        kernel<op::gemm, B>::run(Trans::no, Trans::no, rows, Out, In, T(1), x, In, w, Out, T(0), y, Out);  // (rows,In)x(In,Out)
+        kernel<op::bias_add, B>::run(y, ctx.params + bias_offset, rows, Out, 1);
+    }
+
+    template <Backend B, class T = typename B::value_type>
+    void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
+        const std::size_t rows = n * (in.size() / In);
+        kernel<op::gemm, B>::run(Trans::yes, Trans::no, In, Out, rows, T(1), x, In, dy, Out, T(1), ctx.grads,
+                                 Out);  // dW += x^T dy
+        kernel<op::bias_grad, B>::run(dy, ctx.grads + bias_offset, rows, Out, 1);
+        if (dx)
+            kernel<op::gemm, B>::run(Trans::no, Trans::yes, rows, In, Out, T(1), dy, Out, ctx.params, Out, T(0), dx,
+                                     In);  // dx = dy W^T
+    }
+};
+
+}  // namespace oar

@@ -1,0 +1,36 @@
+// Parameter initialisation like Paddle's defaults, drawn from counter-based streams: parameter
+// tensor t of a network seeded s always gets the same values, whatever else was drawn before.
+#pragma once
+
+#include <cmath>    // std::sqrt
+#include <cstddef>  // std::size_t
+#include <span>     // std::span
+
+#include "../core/layer_concepts.hpp"  // ParamSpec, init_kind
+#include "../core/rng.hpp"             // CounterRng, rng_stream
+
+namespace oar {
+
+/// Fills `out` (spec.dims.size() values) for parameter tensor number `index` of a network.
+template <class T>
+void initialize(const ParamSpec& spec, std::span<T> out, const CounterRng& rng, std::size_t index) {
+    const std::uint64_t stream = rng_stream::init + index;
+    switch (spec.init) {
+        case init_kind::zeros:
+            for (auto& v : out) v = T(0);
+            break;
+        case init_kind::xavier_uniform: {  // U(-a, a), a = sqrt(6 / (fan_in + fan_out))
+            const double a = std::sqrt(6.0 / static_cast<double>(spec.fan_in + spec.fan_out));
+            for (std::size_t i = 0; i < out.size(); ++i)
+                out[i] = static_cast<T>((2.0 * rng.uniform(stream, i) - 1.0) * a);
+            break;
+        }
+        case init_kind::kaiming_normal: {  // N(0, sqrt(2 / fan_in)), Paddle's Conv2D default
+            const double sd = std::sqrt(2.0 / static_cast<double>(spec.fan_in));
+            for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(rng.normal(stream, i) * sd);
+            break;
+        }
+    }
+}
+
+}  // namespace oar

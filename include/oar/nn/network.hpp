@@ -1,0 +1,201 @@
+// Network<Sequential<...>, Shape<...>, Backend>: a Sequential bound to an input shape and a
+// backend, owning its flat parameter/gradient buffers and an activation arena whose per-sample
+// layout is fixed at compile time. forward keeps every layer's output for backward; backward
+// accumulates parameter gradients until clear_grad(), as Paddle's and PyTorch's loops expect.
+#pragma once
+
+#include <algorithm>    // std::copy
+#include <cstddef>      // std::size_t
+#include <cstdint>      // std::uint64_t
+#include <string>       // std::string
+#include <tuple>        // std::tuple, std::get
+#include <utility>      // std::index_sequence
+#include <vector>       // std::vector
+
+#include "../core/aligned.hpp"         // aligned_vector
+#include "../core/backend.hpp"         // Backend, cpu
+#include "../core/context.hpp"         // Context, Mode
+#include "../core/error.hpp"           // shape_error, value_error
+#include "../core/layer_concepts.hpp"  // ParametricLayer
+#include "../core/tensor.hpp"          // TensorView, MutableTensorView
+#include "init.hpp"                    // initialize
+#include "parameters.hpp"              // ParameterSet, ParamEntry, StateEntry
+#include "sequential.hpp"              // Sequential::bind
+
+namespace oar {
+
+template <class Seq, class InShape, class B = cpu>
+class Network {
+    static_assert(dependent_false<Seq>, "oar: Network<Seq, InShape, Backend> needs Seq = Sequential<Layers...>");
+};
+
+template <class... Ls, ShapeType In, Backend B>
+class Network<Sequential<Ls...>, In, B> {
+public:
+    using sequential = Sequential<Ls...>;
+    using info = typename sequential::template bind<In>;  ///< the compile-time facts (dims, params, FLOPs)
+    using input_shape = In;
+    using output_shape = typename info::output_shape;
+    using backend = B;
+    using value_type = typename B::value_type;
+    using view_type = basic_tensor_view<const value_type>;
+    using mutable_view_type = basic_tensor_view<value_type>;
+    using parameter_set = basic_parameter_set<value_type>;
+    using state_entry = basic_state_entry<value_type>;
+    static constexpr std::size_t num_layers = sizeof...(Ls);
+
+    /// Builds the network with Paddle's default initialisation drawn from `seed`.
+    /// Moving or copying keeps the parameters (layers hold no pointers; the context does).
+    explicit Network(std::uint64_t seed = 0) : params_(info::param_buffer_size, make_entries()) {
+        ctx_.rng = CounterRng{seed};
+        std::size_t t = 0;
+        for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+            using L = std::tuple_element_t<I, std::tuple<Ls...>>;
+            if constexpr (ParametricLayer<L>) {
+                const auto specs = L::params(info::dims[I]);
+                for (std::size_t k = 0; k < specs.size(); ++k, ++t)
+                    initialize(specs[k], params_.value(params_.entries()[t]), ctx_.rng, t);
+            }
+        });
+    }
+
+    /// Runs every layer on x (batch, In...). The result is a view into the network's arena, valid
+    /// until the next forward. x is copied in, so the caller may reuse its buffer.
+    view_type forward(view_type x) {
+        if (!(x.dims() == In::dims))
+            throw shape_error(detail::concat("Network::forward: input has per-sample shape ", to_string(x.dims()),
+                                             ", the network was bound to ", to_string(In::dims)));
+        if (x.batch() == 0) throw shape_error("Network::forward: the batch is empty");
+        if (x.data() == nullptr) throw value_error("Network::forward: the input has no data");
+        reserve(x.batch());
+        batch_ = x.batch();
+        std::copy(x.data(), x.data() + x.size(), activation_ptr(0));
+        ctx_.mode = mode_;
+        ctx_.step = step_;
+        ctx_.workspace = workspace_.data();  // (re)pointed here: a copied network must not use the original's
+        ctx_.workspace_size = workspace_.size();
+        last_step_ = step_;
+        for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+            enter_layer(I);
+            std::get<I>(layers_).forward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), batch_);
+        });
+        if (mode_ == Mode::train) ++step_;
+        return activation(num_layers);
+    }
+    view_type operator()(view_type x) { return forward(x); }
+
+    /// Back-propagates dL/d(output) through the last forward's activations, adding to the
+    /// parameter gradients. With `dx`, also writes dL/d(input) there.
+    void backward(view_type dy) { backward_impl(dy, nullptr); }
+    void backward(view_type dy, mutable_view_type dx) {
+        if (!(dx.dims() == In::dims) || dx.batch() != batch_)
+            throw shape_error(detail::concat("Network::backward: dx has shape ", dx.shape_string(), ", expected [",
+                                             batch_, ", ", to_string(In::dims).substr(1)));
+        backward_impl(dy, dx.data());
+    }
+
+    void train() { mode_ = Mode::train; }
+    void eval() { mode_ = Mode::eval; }
+    bool training() const { return mode_ == Mode::train; }
+
+    parameter_set& parameters() { return params_; }
+    const parameter_set& parameters() const { return params_; }
+    void clear_grad() { params_.clear_grad(); }
+    std::vector<state_entry> state_dict() const { return params_.state_dict(); }
+    void load_state_dict(const std::vector<state_entry>& s) { params_.load_state_dict(s); }
+
+    template <std::size_t I>
+    auto& layer() { return std::get<I>(layers_); }
+    template <std::size_t I>
+    const auto& layer() const { return std::get<I>(layers_); }
+
+    /// Activation i of the last forward: 0 is the input, i > 0 the output of layer i-1.
+    view_type activation(std::size_t i) const { return {activation_ptr(i), batch_, info::dims[i]}; }
+    std::size_t batch() const { return batch_; }
+
+    std::uint64_t seed() const { return ctx_.rng.seed; }
+    /// Training forward passes so far (dropout masks are a function of it); settable for resume.
+    std::uint64_t step() const { return step_; }
+    void set_step(std::uint64_t s) { step_ = s; }
+
+private:
+    static std::vector<ParamEntry> make_entries() {
+        std::vector<ParamEntry> entries;
+        for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+            using L = std::tuple_element_t<I, std::tuple<Ls...>>;
+            if constexpr (ParametricLayer<L>) {
+                const auto specs = L::params(info::dims[I]);
+                for (std::size_t k = 0; k < specs.size(); ++k)
+                    entries.push_back({std::to_string(I) + "." + std::string(specs[k].name), specs[k].dims,
+                                       info::param_offsets[I] + param_offset(specs, k), specs[k].dims.size()});
+            }
+        });
+        return entries;
+    }
+
+    /// Points the context at layer I's blocks of the flat buffers (the layer's views).
+    void enter_layer(std::size_t i) {
+        ctx_.layer_index = i;
+        ctx_.params = params_.values().data() + info::param_offsets[i];
+        ctx_.grads = params_.grads().data() + info::param_offsets[i];
+    }
+
+    template <class F>
+    static void for_each_layer(F&& f) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) { (f(std::integral_constant<std::size_t, I>{}), ...); }
+        (std::index_sequence_for<Ls...>{});
+    }
+
+    /// Grows the arena for `batch` samples; never shrinks, so a steady loop allocates nothing.
+    void reserve(std::size_t batch) {
+        if (batch <= capacity_) return;
+        acts_.assign(batch * info::activation_floats, value_type(0));
+        grad_a_.assign(batch * info::max_activation_floats, value_type(0));
+        grad_b_.assign(batch * info::max_activation_floats, value_type(0));
+        if (workspace_.size() < info::max_workspace) workspace_.assign(info::max_workspace, value_type(0));
+        capacity_ = batch;
+    }
+
+    value_type* activation_ptr(std::size_t i) const {
+        std::size_t off = 0;
+        for (std::size_t k = 0; k < i; ++k) off += info::dims[k].size();
+        return const_cast<value_type*>(acts_.data()) + off * capacity_;
+    }
+
+    void backward_impl(view_type dy, value_type* dx_out) {
+        if (batch_ == 0) throw value_error("Network::backward: call forward first");
+        if (!(dy.dims() == info::dims[num_layers]) || dy.batch() != batch_)
+            throw shape_error(detail::concat("Network::backward: dy has shape ", dy.shape_string(), ", expected [",
+                                             batch_, ", ", to_string(info::dims[num_layers]).substr(1)));
+        value_type* cur = grad_a_.data();
+        value_type* next = grad_b_.data();
+        std::copy(dy.data(), dy.data() + dy.size(), cur);
+        ctx_.mode = mode_;
+        ctx_.step = last_step_;
+        ctx_.workspace = workspace_.data();
+        ctx_.workspace_size = workspace_.size();
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (backward_layer<num_layers - 1 - I>(cur, next, dx_out), ...);
+        }(std::index_sequence_for<Ls...>{});
+    }
+
+    template <std::size_t I>
+    void backward_layer(value_type*& cur, value_type*& next, value_type* dx_out) {
+        enter_layer(I);
+        value_type* dx = I == 0 ? dx_out : next;
+        std::get<I>(layers_).backward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), cur, dx, batch_);
+        std::swap(cur, next);
+    }
+
+    std::tuple<Ls...> layers_{};
+    parameter_set params_;
+    Context<B> ctx_{};
+    Mode mode_ = Mode::train;
+    std::uint64_t step_ = 0;
+    std::uint64_t last_step_ = 0;
+    std::size_t batch_ = 0;
+    std::size_t capacity_ = 0;
+    aligned_vector<value_type> acts_, grad_a_, grad_b_, workspace_;
+};
+
+}  // namespace oar

@@ -1,0 +1,72 @@
+// summary(): a table like paddle.summary — each layer's output shape and parameter count, then
+// totals (parameters, forward FLOPs and activation memory per sample). All numbers are the
+// network type's constexpr facts; nothing is run.
+#pragma once
+
+#include <cstddef>      // std::size_t
+#include <cstdio>       // std::snprintf
+#include <string>       // std::string
+
+#include "../core/shape.hpp"  // to_string(Dims)
+
+namespace oar {
+
+namespace detail {
+/// 20350 -> "20,350"
+inline std::string thousands(std::size_t v) {
+    const std::string digits = std::to_string(v);
+    std::string s;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) s += ',';
+        s += digits[i];
+    }
+    return s;
+}
+inline std::string batch_shape(const Dims& d) { return "[N, " + to_string(d).substr(1); }
+}  // namespace detail
+
+/// The summary table of a network type (Network<...> or anything with an `info` like it).
+template <class Net>
+std::string summary() {
+    using info = typename Net::info;
+    std::string out;
+    char line[160];
+    const std::string rule(72, '-'), bold(72, '=');
+    out += rule + "\n";
+    std::snprintf(line, sizeof line, " %-5s %-14s %-22s %-16s %10s\n", "#", "Layer (type)", "Output Shape", "Param #",
+                  "FLOPs");
+    out += line;
+    out += bold + "\n";
+    std::snprintf(line, sizeof line, " %-5s %-14s %-22s %-16s %10s\n", "-", "Input", detail::batch_shape(info::dims[0]).c_str(),
+                  "", "");
+    out += line;
+    for (std::size_t i = 0; i < info::num_layers; ++i) {
+        std::snprintf(line, sizeof line, " %-5zu %-14s %-22s %-16s %10s\n", i, std::string(info::names[i]).c_str(),
+                      detail::batch_shape(info::dims[i + 1]).c_str(), detail::thousands(info::param_counts[i]).c_str(),
+                      detail::thousands(info::flops[i]).c_str());
+        out += line;
+    }
+    out += bold + "\n";
+    out += "Total params: " + detail::thousands(info::total_params) + "\n";
+    out += "Trainable params: " + detail::thousands(info::total_params) + "\n";
+    out += "Non-trainable params: 0\n";
+    out += rule + "\n";
+    std::snprintf(line, sizeof line, "Forward FLOPs per sample: %s (%.2f MFLOP)\n",
+                  detail::thousands(info::total_flops).c_str(), static_cast<double>(info::total_flops) / 1e6);
+    out += line;
+    std::snprintf(line, sizeof line, "Activations per sample: %s bytes (%.2f KB)\n",
+                  detail::thousands(info::activation_bytes).c_str(), static_cast<double>(info::activation_bytes) / 1024.0);
+    out += line;
+    std::snprintf(line, sizeof line, "Params size: %.2f KB\n",
+                  static_cast<double>(info::total_params * sizeof(float)) / 1024.0);
+    out += line;
+    out += rule + "\n";
+    return out;
+}
+
+template <class Net>
+std::string summary(const Net&) {
+    return summary<Net>();
+}
+
+}  // namespace oar

@@ -1,0 +1,46 @@
+// Adagrad, as paddle.optimizer.Adagrad(learning_rate, epsilon=1e-6, initial_accumulator_value=0):
+// m += g'^2;  p -= lr g' / (sqrt(m) + eps),  g' = g + l2 p.
+#pragma once
+
+#include <algorithm>  // std::fill
+
+#include "../core/backend.hpp"         // Backend, cpu
+#include "../kernels/cpu/update.hpp"   // op::fused_update on cpu, adagrad_fn
+#include "optimizer.hpp"               // OptimizerBase, L2Decay
+
+namespace oar {
+
+struct AdagradOptions {
+    float learning_rate = 0.001f;
+    float epsilon = 1e-6f;
+    float initial_accumulator_value = 0.0f;
+    L2Decay weight_decay{};
+};
+
+template <Backend B = cpu>
+class Adagrad : public OptimizerBase<B> {
+    using base = OptimizerBase<B>;
+    using base::lr_, base::l2_, base::size, base::values, base::grads, base::zeros;
+
+public:
+    using typename base::value_type;
+    using typename base::parameter_set;
+
+    explicit Adagrad(parameter_set& params, AdagradOptions o = {})
+        : base("Adagrad", params, o.learning_rate, o.weight_decay),
+          eps_(detail::checked_rate("Adagrad", "epsilon", o.epsilon)), moment_(zeros()) {
+        std::fill(moment_.begin(), moment_.end(),
+                  detail::checked_rate("Adagrad", "initial_accumulator_value", o.initial_accumulator_value));
+    }
+
+    void step() {
+        kernel<op::fused_update, B>::run(adagrad_fn{lr_, l2_, eps_}, size(), values(), grads(), moment_.data(), nullptr);
+    }
+    std::vector<std::pair<std::string, std::span<value_type>>> state() { return {{"moment", moment_}}; }
+
+private:
+    float eps_;
+    aligned_vector<value_type> moment_;
+};
+
+}  // namespace oar

@@ -1,0 +1,43 @@
+// Momentum, as paddle.optimizer.Momentum(learning_rate=0.001, momentum=0.9, use_nesterov=False):
+// v = mu v + g';  p -= lr v  (Nesterov: p -= lr (g' + mu v)),  g' = g + l2 p.
+#pragma once
+
+#include "../core/backend.hpp"         // Backend, cpu
+#include "../kernels/cpu/update.hpp"   // op::fused_update on cpu, momentum_fn
+#include "optimizer.hpp"               // OptimizerBase, L2Decay
+
+namespace oar {
+
+struct MomentumOptions {
+    float learning_rate = 0.001f;
+    float momentum = 0.9f;
+    bool use_nesterov = false;
+    L2Decay weight_decay{};
+};
+
+template <Backend B = cpu>
+class Momentum : public OptimizerBase<B> {
+    using base = OptimizerBase<B>;
+    using base::lr_, base::l2_, base::size, base::values, base::grads, base::zeros;
+
+public:
+    using typename base::value_type;
+    using typename base::parameter_set;
+
+    explicit Momentum(parameter_set& params, MomentumOptions o = {})
+        : base("Momentum", params, o.learning_rate, o.weight_decay),
+          mu_(detail::checked_rate("Momentum", "momentum", o.momentum)), nesterov_(o.use_nesterov), velocity_(zeros()) {}
+
+    void step() {
+        kernel<op::fused_update, B>::run(momentum_fn{lr_, l2_, mu_, nesterov_}, size(), values(), grads(),
+                                         velocity_.data(), nullptr);
+    }
+    std::vector<std::pair<std::string, std::span<value_type>>> state() { return {{"velocity", velocity_}}; }
+
+private:
+    float mu_;
+    bool nesterov_;
+    aligned_vector<value_type> velocity_;
+};
+
+}  // namespace oar

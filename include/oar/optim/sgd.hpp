@@ -1,0 +1,30 @@
+// SGD, as paddle.optimizer.SGD(learning_rate=0.001, weight_decay=None): p -= lr * (g + l2 p).
+#pragma once
+
+#include "../core/backend.hpp"         // Backend, cpu
+#include "../kernels/cpu/update.hpp"   // op::fused_update on cpu, sgd_fn
+#include "optimizer.hpp"               // OptimizerBase, L2Decay
+
+namespace oar {
+
+struct SGDOptions {
+    float learning_rate = 0.001f;
+    L2Decay weight_decay{};
+};
+
+template <Backend B = cpu>
+class SGD : public OptimizerBase<B> {
+    using base = OptimizerBase<B>;
+    using base::lr_, base::l2_, base::size, base::values, base::grads, base::zeros;
+
+public:
+    using typename base::value_type;
+    using typename base::parameter_set;
+
+    explicit SGD(parameter_set& params, SGDOptions o = {}) : base("SGD", params, o.learning_rate, o.weight_decay) {}
+
+    void step() { kernel<op::fused_update, B>::run(sgd_fn{lr_, l2_}, size(), values(), grads(), nullptr, nullptr); }
+    std::vector<std::pair<std::string, std::span<value_type>>> state() { return {}; }
+};
+
+}  // namespace oar
