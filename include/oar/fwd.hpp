@@ -2,6 +2,7 @@
 // name a type need not pull in its definition.
 #pragma once
 
+#include <concepts>  // std::floating_point
 #include <cstddef>  // std::size_t
 
 namespace oar {
@@ -9,7 +10,7 @@ namespace oar {
 struct Dims;
 template <std::size_t... Ds> struct Shape;
 
-template <class T> struct basic_cpu;
+template <std::floating_point T> struct basic_cpu;
 using cpu = basic_cpu<float>;
 
 template <class... Layers> struct Sequential;

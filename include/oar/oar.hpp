@@ -26,3 +26,4 @@
 #include "optim/adagrad.hpp"          // Adagrad
 #include "optim/adam.hpp"             // Adam
 #include "data/idx.hpp"               // read_idx, read_idx_pair
+#include "data/mnist.hpp"               // load_mnist: the course split of an IDX folder

@@ -53,7 +53,7 @@ namespace detail {
 template <class... Args>
 std::string concat(const Args&... args) {
     std::ostringstream os;
-    (os << ... << args);
+    ((os << args), ...);
     return os.str();
 }
 }  // namespace detail

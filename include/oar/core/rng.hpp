@@ -68,11 +68,17 @@ struct CounterRng {
     }
 };
 
-/// Stream ids, so that different uses of one seed never share random numbers.
+/// Stream ids, so that different uses of one seed never share random numbers: the top 8 bits
+/// name the use, the rest its coordinates.
 namespace rng_stream {
-inline constexpr std::uint64_t init = 1ull << 40;      // + parameter index
-inline constexpr std::uint64_t dropout = 2ull << 40;   // + (layer index << 32) + forward count
-inline constexpr std::uint64_t shuffle = 3ull << 40;   // + epoch
+inline constexpr std::uint64_t init = 1ull << 56;     // + parameter tensor index
+inline constexpr std::uint64_t dropout = 2ull << 56;  // + (layer index << 40) + forward count (< 2^40)
+inline constexpr std::uint64_t shuffle = 3ull << 56;  // + epoch
+
+/// The dropout stream of layer `layer` at training forward pass `step` (layer < 2^16, step < 2^40).
+constexpr std::uint64_t dropout_of(std::uint64_t layer, std::uint64_t step) {
+    return dropout + ((layer & 0xFFFFu) << 40) + (step & ((1ull << 40) - 1));
+}
 }  // namespace rng_stream
 
 }  // namespace oar

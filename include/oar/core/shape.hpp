@@ -6,6 +6,7 @@
 #include <array>        // std::array
 #include <cstddef>      // std::size_t
 #include <string>       // std::string for to_string
+#include <type_traits>  // std::false_type
 #include <utility>      // std::index_sequence
 
 namespace oar {

@@ -34,8 +34,10 @@ public:
     constexpr T& operator[](std::size_t i) const { return data_[i]; }
     /// "[100, 1, 28, 28]"
     std::string shape_string() const {
-        std::string s = to_string(dims_);
-        return "[" + std::to_string(batch_) + (dims_.rank ? ", " + s.substr(1) : "]");
+        std::string s = "[";
+        s.append(std::to_string(batch_));
+        for (std::size_t i = 0; i < dims_.rank; ++i) s.append(", ").append(std::to_string(dims_.d[i]));
+        return s.append("]");
     }
 
 private:

@@ -6,6 +6,7 @@
 #include <cstddef>  // std::size_t
 #include <cstdint>  // std::uint8_t, std::uint32_t, std::int64_t
 #include <string>   // std::string
+#include <utility>  // std::move
 #include <vector>   // std::vector
 
 #include "../core/error.hpp"  // format_error

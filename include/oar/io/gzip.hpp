@@ -25,19 +25,20 @@ inline std::vector<std::uint8_t> read_maybe_gzip(const std::string& path, std::s
     constexpr std::size_t chunk = 1 << 20;
     for (;;) {
         const std::size_t old = out.size();
-        if (old >= limit) {
-            gzclose(f);
-            throw format_error(detail::concat(path, ": more than ", limit, " bytes of data"));
-        }
         out.resize(old + chunk);
         const int got = gzread(f, out.data() + old, static_cast<unsigned>(chunk));
         if (got < 0) {
             int code = 0;
             const std::string msg = gzerror(f, &code);
             gzclose(f);
+            if (code == Z_ERRNO) throw io_error(detail::concat(path, ": cannot read (", msg, ")"));
             throw format_error(detail::concat(path, ": corrupt gzip data after ", old, " decompressed bytes (", msg, ")"));
         }
         out.resize(old + static_cast<std::size_t>(got));
+        if (out.size() > limit) {
+            gzclose(f);
+            throw format_error(detail::concat(path, ": more than ", limit, " bytes of data"));
+        }
         if (got == 0) break;
     }
     int code = 0;

@@ -45,7 +45,7 @@ private:
             return;
         }
         const T scale = T(1) / (T(1) - T(p));
-        const std::uint64_t stream = rng_stream::dropout + (static_cast<std::uint64_t>(ctx.layer_index) << 32) + ctx.step;
+        const std::uint64_t stream = rng_stream::dropout_of(ctx.layer_index, ctx.step);
         for (std::size_t i = 0; i < count; ++i) out[i] = ctx.rng.uniform(stream, i) < p ? T(0) : in[i] * scale;
     }
 };

@@ -4,6 +4,7 @@
 
 #include <cmath>    // std::sqrt
 #include <cstddef>  // std::size_t
+#include <cstdint>  // std::uint64_t
 #include <span>     // std::span
 
 #include "../core/layer_concepts.hpp"  // ParamSpec, init_kind

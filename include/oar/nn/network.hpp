@@ -89,8 +89,8 @@ public:
     void backward(view_type dy) { backward_impl(dy, nullptr); }
     void backward(view_type dy, mutable_view_type dx) {
         if (!(dx.dims() == In::dims) || dx.batch() != batch_)
-            throw shape_error(detail::concat("Network::backward: dx has shape ", dx.shape_string(), ", expected [",
-                                             batch_, ", ", to_string(In::dims).substr(1)));
+            throw shape_error(detail::concat("Network::backward: dx has shape ", dx.shape_string(), ", expected ",
+                                             view_type(nullptr, batch_, In::dims).shape_string()));
         backward_impl(dy, dx.data());
     }
 
@@ -165,8 +165,8 @@ private:
     void backward_impl(view_type dy, value_type* dx_out) {
         if (batch_ == 0) throw value_error("Network::backward: call forward first");
         if (!(dy.dims() == info::dims[num_layers]) || dy.batch() != batch_)
-            throw shape_error(detail::concat("Network::backward: dy has shape ", dy.shape_string(), ", expected [",
-                                             batch_, ", ", to_string(info::dims[num_layers]).substr(1)));
+            throw shape_error(detail::concat("Network::backward: dy has shape ", dy.shape_string(), ", expected ",
+                                             view_type(nullptr, batch_, info::dims[num_layers]).shape_string()));
         value_type* cur = grad_a_.data();
         value_type* next = grad_b_.data();
         std::copy(dy.data(), dy.data() + dy.size(), cur);

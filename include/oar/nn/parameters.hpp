@@ -8,6 +8,7 @@
 #include <map>        // std::map for load_state_dict
 #include <span>       // std::span
 #include <string>     // std::string
+#include <utility>    // std::move
 #include <vector>     // std::vector
 
 #include "../core/aligned.hpp"  // aligned_vector

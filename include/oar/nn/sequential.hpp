@@ -190,7 +190,7 @@ struct Sequential {
             for (const auto& d : dims) s += d.size();
             return s;
         }();
-        static constexpr std::size_t activation_bytes = activation_floats * sizeof(float);
+        static constexpr std::size_t activation_bytes = activation_floats * sizeof(float);  ///< float32 networks
         static constexpr std::size_t max_activation_floats = [] {
             std::size_t m = 0;
             for (const auto& d : dims) m = d.size() > m ? d.size() : m;

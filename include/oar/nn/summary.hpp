@@ -54,11 +54,13 @@ std::string summary() {
     std::snprintf(line, sizeof line, "Forward FLOPs per sample: %s (%.2f MFLOP)\n",
                   detail::thousands(info::total_flops).c_str(), static_cast<double>(info::total_flops) / 1e6);
     out += line;
-    std::snprintf(line, sizeof line, "Activations per sample: %s bytes (%.2f KB)\n",
-                  detail::thousands(info::activation_bytes).c_str(), static_cast<double>(info::activation_bytes) / 1024.0);
+    using T = typename Net::value_type;  // float, or double on cpu64
+    const std::size_t act_bytes = info::activation_floats * sizeof(T);
+    std::snprintf(line, sizeof line, "Activations per sample: %s bytes (%.2f KB)\n", detail::thousands(act_bytes).c_str(),
+                  static_cast<double>(act_bytes) / 1024.0);
     out += line;
     std::snprintf(line, sizeof line, "Params size: %.2f KB\n",
-                  static_cast<double>(info::total_params * sizeof(float)) / 1024.0);
+                  static_cast<double>(info::total_params * sizeof(T)) / 1024.0);
     out += line;
     out += rule + "\n";
     return out;

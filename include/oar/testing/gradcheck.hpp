@@ -8,6 +8,7 @@
 #include <algorithm>  // std::max
 #include <cmath>      // std::abs
 #include <cstddef>    // std::size_t
+#include <cstdio>     // std::snprintf
 #include <cstdint>    // std::uint64_t
 #include <functional> // std::function
 #include <span>       // std::span
@@ -68,8 +69,10 @@ inline void compare_gradient(const std::function<double()>& f, std::span<double>
         r.max_rel_error = std::max(r.max_rel_error, err > o.atol ? rel : 0.0);
         if (!(err <= o.atol + o.rtol * scale) && r.ok) {
             r.ok = false;
-            r.message = name + "[" + std::to_string(i) + "]: analytic " + std::to_string(a) + ", numeric " +
-                        std::to_string(numeric) + " (error " + std::to_string(err) + ")";
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "]: analytic %.17g, numeric %.17g (error %.3g, allowed %.3g)", a, numeric,
+                          err, o.atol + o.rtol * scale);
+            r.message = name + "[" + std::to_string(i) + buf;
         }
     }
 }
@@ -96,9 +99,11 @@ GradcheckResult gradcheck_network(const GradcheckOptions& o = {}) {
     auto loss = [&] {
         net.set_step(step);  // the same dropout mask for every evaluation
         auto y = net.forward(x.view());
-        double s = 0.0;
-        for (std::size_t i = 0; i < y.size(); ++i) s += y[i] * r[i];
-        return s;
+        // Summed in long double: the rounding of a double sum, divided by 2 eps, would be
+        // comparable with small gradients and fail correct layers.
+        long double s = 0.0L;
+        for (std::size_t i = 0; i < y.size(); ++i) s += static_cast<long double>(y[i]) * r[i];
+        return static_cast<double>(s);
     };
     loss();
     net.clear_grad();

@@ -12,6 +12,15 @@
 #include "../../config.hpp"  // OAR_HOST_DEVICE, OAR_RESTRICT
 #include "../dispatch.hpp"   // kernel, op::map, op::map_backward
 
+// g++ 12 reports a false -Wmaybe-uninitialized inside its own AVX-512 intrinsics when xsimd's
+// exp/tanh are inlined here (the "undefined" register idiom; -Wuninitialized under sanitizers);
+// the values are all defined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // the same idiom, as the sanitizer builds see it
+#endif
+
 namespace oar {
 
 /// max(x, 0); NaN passes through (as in PyTorch), so a NaN guard can still see it.
@@ -87,3 +96,7 @@ struct kernel<op::map_backward, basic_cpu<T>> {
 };
 
 }  // namespace oar
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

@@ -1,0 +1,310 @@
+// train_mnist: oar's main job. Trains one of the course's models on MNIST-layout IDX data with
+// the course's loop (forward, loss, backward, step, clear_grad; a line every 200 batches),
+// validates every epoch, tests at the end and prints one machine-readable result line.
+#include <algorithm>   // std::clamp, std::min
+#include <chrono>      // std::chrono::steady_clock
+#include <cmath>       // std::lround, std::isfinite
+#include <cstdint>     // std::int64_t, std::uint64_t
+#include <cstdio>      // std::printf, std::fprintf
+#include <cstdlib>     // std::getenv
+#include <filesystem>  // std::filesystem
+#include <numeric>     // std::iota
+#include <string>      // std::string
+#include <vector>      // std::vector
+
+#include <oar/oar.hpp>  // the library
+
+#include "models.hpp"  // course::CNN, ...
+
+namespace {
+
+struct Config {
+    std::string data;  // as given by --data, $OAR_DATA or the defaults
+    std::string model = "cnn";
+    std::string optimizer = "adam";
+    std::size_t epochs = 5;
+    std::size_t batch_size = 100;
+    float lr = 1e-3f;
+    float l2 = 1e-5f;
+    std::uint64_t seed = 0;
+    std::size_t log_every = 200;
+};
+
+constexpr const char* usage = R"(usage: train_mnist [options]
+Trains one of PaddlePaddle's MNIST-course models with oar and prints a result line.
+
+  --data DIR          folder with the four MNIST IDX files (.gz or raw); default: $OAR_DATA,
+                      else data/mnist in the checkout, else Debian's Fashion-MNIST
+                      (/usr/share/datasets/fashion-mnist)
+  --model NAME        linear | sigmoid-mlp | mlp | cnn            (default cnn)
+  --epochs N          passes over the 50,000 training images       (default 5)
+  --batch-size N      images per step                              (default 100)
+  --optimizer NAME    sgd | momentum | adagrad | adam               (default adam)
+  --lr X              learning rate                                (default 0.001)
+  --l2 X              L2Decay coefficient                          (default 1e-5)
+  --seed N            seed of initialisation, shuffling and dropout (default 0)
+  --log-every N       print the loss every N batches, 0 = never    (default 200)
+  --help              this text
+
+The last line is: result: dataset=... model=... epochs=... test_accuracy=...
+train_images_per_sec=... seconds=...  (images/s of the training loop alone).
+Bad flags or unreadable data print the reason and exit with status 2.
+)";
+
+std::size_t parse_count(const std::string& flag, const std::string& v, std::size_t min) {
+    std::size_t pos = 0;
+    unsigned long long n = 0;
+    try {
+        n = std::stoull(v, &pos);
+    } catch (const std::exception&) {
+        pos = 0;
+    }
+    if (pos != v.size() || v.empty() || v[0] == '-' || n < min)
+        throw oar::usage_error(oar::detail::concat(flag, " needs an integer >= ", min, ", got '", v, "'"));
+    return static_cast<std::size_t>(n);
+}
+
+float parse_float(const std::string& flag, const std::string& v) {
+    std::size_t pos = 0;
+    float x = 0;
+    try {
+        x = std::stof(v, &pos);
+    } catch (const std::exception&) {
+        pos = 0;
+    }
+    if (pos != v.size() || v.empty() || !std::isfinite(x) || x < 0)
+        throw oar::usage_error(oar::detail::concat(flag, " needs a finite number >= 0, got '", v, "'"));
+    return x;
+}
+
+/// Returns false when --help was asked for.
+bool parse_args(int argc, char** argv, Config& c) {
+    for (int i = 1; i < argc; ++i) {
+        std::string flag = argv[i], value;
+        if (flag == "--help" || flag == "-h") return false;
+        if (flag.rfind("--", 0) != 0) throw oar::usage_error("unexpected argument '" + flag + "' (see --help)");
+        if (const auto eq = flag.find('='); eq != std::string::npos) {
+            value = flag.substr(eq + 1);
+            flag = flag.substr(0, eq);
+        } else {
+            if (i + 1 >= argc) throw oar::usage_error(flag + " needs a value (see --help)");
+            value = argv[++i];
+        }
+        if (flag == "--data") c.data = value;
+        else if (flag == "--model") c.model = value;
+        else if (flag == "--optimizer") c.optimizer = value;
+        else if (flag == "--epochs") c.epochs = parse_count(flag, value, 1);
+        else if (flag == "--batch-size") c.batch_size = parse_count(flag, value, 1);
+        else if (flag == "--lr") c.lr = parse_float(flag, value);
+        else if (flag == "--l2") c.l2 = parse_float(flag, value);
+        else if (flag == "--seed") c.seed = parse_count(flag, value, 0);
+        else if (flag == "--log-every") c.log_every = parse_count(flag, value, 0);
+        else throw oar::usage_error("unknown flag '" + flag + "' (see --help)");
+    }
+    if (c.model != "linear" && c.model != "sigmoid-mlp" && c.model != "mlp" && c.model != "cnn")
+        throw oar::usage_error("--model must be linear, sigmoid-mlp, mlp or cnn, got '" + c.model + "'");
+    if (c.optimizer != "sgd" && c.optimizer != "momentum" && c.optimizer != "adagrad" && c.optimizer != "adam")
+        throw oar::usage_error("--optimizer must be sgd, momentum, adagrad or adam, got '" + c.optimizer + "'");
+    return true;
+}
+
+/// --data, else $OAR_DATA, else data/mnist in the checkout (or the working directory), else
+/// Debian's Fashion-MNIST. Returns the folder and the dataset's name.
+std::pair<std::string, std::string> locate_data(const Config& c) {
+    namespace fs = std::filesystem;
+    auto name_of = [](const std::string& dir) {
+        std::string lower = fs::weakly_canonical(fs::path(dir)).string();
+        for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        return lower.find("fashion") != std::string::npos ? std::string("fashion-mnist") : std::string("mnist");
+    };
+    auto checked = [&](const std::string& dir, const char* source) {
+        if (!fs::exists(dir)) throw oar::io_error(oar::detail::concat(dir, " (", source, "): no such file or folder"));
+        if (!fs::is_directory(dir))
+            throw oar::io_error(oar::detail::concat(dir, " (", source, "): expected a folder of MNIST IDX files"));
+        return std::pair{dir, name_of(dir)};
+    };
+    if (!c.data.empty()) return checked(c.data, "--data");
+    if (const char* env = std::getenv("OAR_DATA"); env && *env) return checked(env, "$OAR_DATA");
+    for (const std::string& dir : {std::string(OAR_SOURCE_DIR) + "/data/mnist", std::string("data/mnist")})
+        if (oar::data::is_mnist_dir(dir)) return {dir, "mnist"};
+    const std::string fashion = "/usr/share/datasets/fashion-mnist";
+    if (oar::data::is_mnist_dir(fashion)) return {fashion, "fashion-mnist"};
+    throw oar::io_error("no data: pass --data DIR, set OAR_DATA, run scripts/setup.sh (fills data/mnist), or "
+                        "install Debian's dataset-fashion-mnist");
+}
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+/// Classifiers score 10 logits with cross-entropy; regressors predict the digit with MSE and count
+/// as correct when the rounded prediction equals the label.
+template <class Net>
+constexpr bool is_classifier = Net::output_shape::size == 10;
+
+struct EvalResult {
+    double loss = 0.0, accuracy = 0.0;
+};
+
+template <class Net>
+struct Task {
+    oar::CrossEntropyLoss<> ce;
+    oar::MSELoss<> mse;
+    oar::Tensor targets;  // regression targets
+
+    float loss(typename Net::view_type out, const std::vector<std::int64_t>& labels) {
+        if constexpr (is_classifier<Net>) {
+            return ce(out, labels);
+        } else {
+            targets.resize(labels.size(), oar::make_dims(1));
+            for (std::size_t i = 0; i < labels.size(); ++i) targets[i] = static_cast<float>(labels[i]);
+            return mse(out, targets);
+        }
+    }
+    oar::TensorView grad() const {
+        if constexpr (is_classifier<Net>) return ce.backward();
+        else return mse.backward();
+    }
+    std::size_t correct(typename Net::view_type out, const std::vector<std::int64_t>& labels) const {
+        if constexpr (is_classifier<Net>) {
+            return oar::count_correct(out, labels, 1);
+        } else {
+            std::size_t c = 0;
+            for (std::size_t i = 0; i < labels.size(); ++i)
+                c += std::clamp<long>(std::lround(out[i]), 0, 9) == labels[i] ? 1 : 0;
+            return c;
+        }
+    }
+};
+
+template <class Net>
+EvalResult evaluate(Net& net, Task<Net>& task, const oar::data::LabeledImages& set) {
+    net.eval();
+    oar::Tensor x;
+    std::vector<std::int64_t> y;
+    std::vector<std::size_t> idx;
+    double loss = 0.0;
+    std::size_t correct = 0;
+    for (std::size_t first = 0; first < set.count; first += 1000) {
+        const std::size_t n = std::min<std::size_t>(1000, set.count - first);
+        idx.resize(n);
+        std::iota(idx.begin(), idx.end(), first);
+        oar::data::fill_batch(set, idx, x, y);
+        auto out = net.forward(x);
+        loss += static_cast<double>(task.loss(out, y)) * static_cast<double>(n);
+        correct += task.correct(out, y);
+    }
+    net.train();
+    return {loss / static_cast<double>(set.count), static_cast<double>(correct) / static_cast<double>(set.count)};
+}
+
+template <class Net, class Opt>
+int train(const Config& c, const std::string& dataset, const oar::data::MnistSplits& data, Net& net, Opt& opt,
+          clock_type::time_point start) {
+    Task<Net> task;
+    oar::Tensor x;
+    std::vector<std::int64_t> y;
+    std::vector<std::size_t> order(data.train.count);
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    const oar::CounterRng rng{c.seed};
+    double train_seconds = 0.0;
+    std::size_t trained = 0;
+    net.train();
+    for (std::size_t epoch = 0; epoch < c.epochs; ++epoch) {
+        // Seeded Fisher-Yates: a new order every epoch, the same for the same seed.
+        for (std::size_t i = order.size(); i > 1; --i)
+            std::swap(order[i - 1], order[rng.below(oar::rng_stream::shuffle + epoch, i, i)]);
+        const auto t0 = clock_type::now();
+        double loss_sum = 0.0;
+        std::size_t correct = 0, seen = 0, batch_id = 0;
+        for (std::size_t first = 0; first < order.size(); first += c.batch_size, ++batch_id) {
+            const std::size_t n = std::min(c.batch_size, order.size() - first);  // the remainder is a batch too
+            oar::data::fill_batch(data.train, std::span(order).subspan(first, n), x, y);
+            auto out = net.forward(x);
+            const float loss = task.loss(out, y);
+            const std::size_t ok = task.correct(out, y);
+            net.backward(task.grad());
+            opt.step();
+            opt.clear_grad();
+            if (!std::isfinite(loss))
+                throw oar::value_error(oar::detail::concat("loss became ", loss, " at epoch ", epoch, ", batch ",
+                                                           batch_id, "; lower --lr"));
+            loss_sum += static_cast<double>(loss) * static_cast<double>(n);
+            correct += ok;
+            seen += n;
+            if (c.log_every && batch_id % c.log_every == 0)
+                std::printf("epoch: %zu, batch: %zu, loss is: %.4f, acc is: %.4f\n", epoch, batch_id, loss,
+                            static_cast<double>(ok) / static_cast<double>(n));
+        }
+        const double dt = seconds_since(t0);
+        train_seconds += dt;
+        trained += seen;
+        const EvalResult v = evaluate(net, task, data.valid);
+        std::printf("epoch %zu: train loss %.4f acc %.4f | valid loss %.4f acc %.4f | %.1f s, %.0f img/s\n", epoch,
+                    loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen),
+                    v.loss, v.accuracy, dt, static_cast<double>(seen) / dt);
+        std::fflush(stdout);
+    }
+    const EvalResult t = evaluate(net, task, data.test);
+    std::printf("test: loss %.4f accuracy %.4f (%zu images)\n", t.loss, t.accuracy, data.test.count);
+    std::printf("result: dataset=%s model=%s epochs=%zu test_accuracy=%.4f train_images_per_sec=%.0f seconds=%.1f\n",
+                dataset.c_str(), c.model.c_str(), c.epochs, t.accuracy,
+                static_cast<double>(trained) / train_seconds, seconds_since(start));
+    return 0;
+}
+
+template <class Seq>
+int run_model(const Config& c, const std::string& dataset, const oar::data::MnistSplits& data,
+              clock_type::time_point start) {
+    using Net = oar::Network<Seq, course::Image>;
+    Net net(c.seed);
+    std::printf("%s", oar::summary(net).c_str());
+    const oar::L2Decay l2(c.l2);
+    auto& p = net.parameters();
+    if (c.optimizer == "sgd") {
+        oar::SGD opt(p, {.learning_rate = c.lr, .weight_decay = l2});
+        return train(c, dataset, data, net, opt, start);
+    }
+    if (c.optimizer == "momentum") {
+        oar::Momentum opt(p, {.learning_rate = c.lr, .weight_decay = l2});
+        return train(c, dataset, data, net, opt, start);
+    }
+    if (c.optimizer == "adagrad") {
+        oar::Adagrad opt(p, {.learning_rate = c.lr, .weight_decay = l2});
+        return train(c, dataset, data, net, opt, start);
+    }
+    oar::Adam opt(p, {.learning_rate = c.lr, .weight_decay = l2});
+    return train(c, dataset, data, net, opt, start);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const auto start = clock_type::now();
+    Config c;
+    try {
+        if (!parse_args(argc, argv, c)) {
+            std::printf("%s", usage);
+            return 0;
+        }
+        const auto [dir, dataset] = locate_data(c);
+        const oar::data::MnistSplits data = oar::data::load_mnist(dir);
+        if (data.train.rows != 28 || data.train.cols != 28)
+            throw oar::format_error(oar::detail::concat(dir, ": images are ", data.train.rows, "x", data.train.cols,
+                                                        ", the course's models take 28x28"));
+        std::printf("dataset: %s (%s): train %zu, valid %zu, test %zu images\n", dataset.c_str(), dir.c_str(),
+                    data.train.count, data.valid.count, data.test.count);
+        std::printf("model: %s, optimizer: %s, lr %g, L2Decay %g, batch %zu, epochs %zu, seed %llu\n",
+                    c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), static_cast<double>(c.l2),
+                    c.batch_size, c.epochs, static_cast<unsigned long long>(c.seed));
+        if (c.model == "linear") return run_model<course::LinearRegression>(c, dataset, data, start);
+        if (c.model == "sigmoid-mlp") return run_model<course::SigmoidMLP>(c, dataset, data, start);
+        if (c.model == "mlp") return run_model<course::MLP>(c, dataset, data, start);
+        return run_model<course::CNN>(c, dataset, data, start);
+    } catch (const oar::error& e) {
+        std::fprintf(stderr, "train_mnist: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "train_mnist: unexpected failure: %s\n", e.what());
+        return 1;
+    }
+}

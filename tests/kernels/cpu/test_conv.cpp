@@ -1,0 +1,203 @@
+// Tests of oar/kernels/cpu/conv.hpp: im2col against the definition and, followed by a matrix
+// product, against a direct convolution loop; col2im against a naive scatter and as the adjoint of
+// im2col; bias_add and bias_grad against naive loops. Geometries cover stride, padding, K = 1,
+// non-square images and strides that do not divide the padded extent.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <oar/kernels/cpu/conv.hpp>  // the header under test
+
+#include <cmath>    // std::abs
+#include <cstddef>  // std::size_t, std::ptrdiff_t
+#include <cstdint>  // std::uint64_t
+#include <string>   // std::string
+#include <vector>   // std::vector
+
+namespace {
+
+double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::uint64_t seed) {
+    std::vector<T> v(n);
+    for (auto& x : v) x = static_cast<T>(rand_unit(seed));
+    return v;
+}
+
+// (channels, height, width, kernel, stride, pad)
+constexpr oar::ConvGeometry geometries[] = {
+    {1, 5, 5, 3, 1, 0}, {2, 6, 5, 3, 1, 1}, {3, 7, 7, 3, 2, 1}, {2, 8, 6, 5, 1, 2}, {1, 9, 8, 4, 3, 2},
+    {3, 4, 4, 1, 1, 0}, {2, 5, 7, 2, 2, 0}, {1, 6, 6, 5, 2, 2}, {2, 3, 3, 3, 1, 2}, {1, 28, 28, 5, 1, 2},
+};
+
+std::string describe(const oar::ConvGeometry& g) {
+    return "C=" + std::to_string(g.channels) + " H=" + std::to_string(g.height) + " W=" + std::to_string(g.width) +
+           " K=" + std::to_string(g.kernel) + " S=" + std::to_string(g.stride) + " P=" + std::to_string(g.pad);
+}
+
+/// x(c, iy, ix) with zero outside the image (iy, ix in padded coordinates minus pad).
+double at_padded(const oar::ConvGeometry& g, const std::vector<double>& x, std::size_t c, std::ptrdiff_t iy,
+                 std::ptrdiff_t ix) {
+    if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(g.height) ||
+        ix >= static_cast<std::ptrdiff_t>(g.width))
+        return 0.0;
+    return x[(c * g.height + static_cast<std::size_t>(iy)) * g.width + static_cast<std::size_t>(ix)];
+}
+
+std::ptrdiff_t in_coord(const oar::ConvGeometry& g, std::size_t o, std::size_t k) {
+    return static_cast<std::ptrdiff_t>(o * g.stride + k) - static_cast<std::ptrdiff_t>(g.pad);
+}
+
+}  // namespace
+
+TEST_CASE("ConvGeometry computes the floor-mode output size of a padded, strided window") {
+    constexpr oar::ConvGeometry g{3, 28, 28, 5, 1, 2};
+    static_assert(g.out_height() == 28 && g.out_width() == 28);
+    static_assert(g.col_rows() == 75 && g.col_cols() == 784);
+    constexpr oar::ConvGeometry h{1, 9, 8, 4, 3, 2};  // (9+4-4)/3+1 = 4, (8+4-4)/3+1 = 3
+    static_assert(h.out_height() == 4 && h.out_width() == 3);
+    CHECK(h.col_cols() == 12);
+}
+
+TEST_CASE("im2col writes every window element of the padded image, zeros in the padding") {
+    for (const auto& g : geometries) {
+        INFO(describe(g));
+        const auto x = random_vector<double>(g.channels * g.height * g.width, 3);
+        std::vector<double> col(g.col_rows() * g.col_cols(), -777.0);
+        oar::kernel<oar::op::im2col, oar::cpu64>::run(g, x.data(), col.data());
+        std::size_t bad = 0;
+        const std::size_t K = g.kernel, ow = g.out_width();
+        for (std::size_t c = 0; c < g.channels; ++c)
+            for (std::size_t ky = 0; ky < K; ++ky)
+                for (std::size_t kx = 0; kx < K; ++kx)
+                    for (std::size_t oy = 0; oy < g.out_height(); ++oy)
+                        for (std::size_t ox = 0; ox < ow; ++ox) {
+                            const double want = at_padded(g, x, c, in_coord(g, oy, ky), in_coord(g, ox, kx));
+                            bad += col[((c * K + ky) * K + kx) * g.col_cols() + oy * ow + ox] != want;
+                        }
+        CHECK(bad == 0);
+    }
+}
+
+TEST_CASE("im2col followed by a matrix product equals a direct convolution loop") {
+    for (const auto& g : geometries) {
+        INFO(describe(g));
+        constexpr std::size_t out_c = 3;
+        const auto x = random_vector<float>(g.channels * g.height * g.width, 5);
+        const auto w = random_vector<float>(out_c * g.col_rows(), 6);  // (OutC, C, K, K)
+        std::vector<float> col(g.col_rows() * g.col_cols());
+        oar::kernel<oar::op::im2col, oar::cpu>::run(g, x.data(), col.data());
+        const std::size_t K = g.kernel, oh = g.out_height(), ow = g.out_width();
+        std::size_t bad = 0;
+        for (std::size_t o = 0; o < out_c; ++o)
+            for (std::size_t oy = 0; oy < oh; ++oy)
+                for (std::size_t ox = 0; ox < ow; ++ox) {
+                    double direct = 0.0, via_col = 0.0;
+                    for (std::size_t c = 0; c < g.channels; ++c)
+                        for (std::size_t ky = 0; ky < K; ++ky)
+                            for (std::size_t kx = 0; kx < K; ++kx) {
+                                const std::ptrdiff_t iy = in_coord(g, oy, ky), ix = in_coord(g, ox, kx);
+                                const double wv = w[((o * g.channels + c) * K + ky) * K + kx];
+                                if (iy >= 0 && ix >= 0 && iy < static_cast<std::ptrdiff_t>(g.height) &&
+                                    ix < static_cast<std::ptrdiff_t>(g.width))
+                                    direct += wv * x[(c * g.height + static_cast<std::size_t>(iy)) * g.width +
+                                                     static_cast<std::size_t>(ix)];
+                            }
+                    for (std::size_t r = 0; r < g.col_rows(); ++r)
+                        via_col += static_cast<double>(w[o * g.col_rows() + r]) * col[r * g.col_cols() + oy * ow + ox];
+                    bad += std::abs(direct - via_col) > 1e-12;
+                }
+        CHECK(bad == 0);
+    }
+}
+
+TEST_CASE("col2im adds each column entry back to the pixel it was read from") {
+    for (const auto& g : geometries) {
+        INFO(describe(g));
+        const auto col = random_vector<double>(g.col_rows() * g.col_cols(), 8);
+        const auto dx0 = random_vector<double>(g.channels * g.height * g.width, 9);
+        std::vector<double> dx = dx0, want = dx0;  // col2im accumulates into dx
+        oar::kernel<oar::op::col2im, oar::cpu64>::run(g, col.data(), dx.data());
+        const std::size_t K = g.kernel, ow = g.out_width();
+        for (std::size_t c = 0; c < g.channels; ++c)
+            for (std::size_t ky = 0; ky < K; ++ky)
+                for (std::size_t kx = 0; kx < K; ++kx)
+                    for (std::size_t oy = 0; oy < g.out_height(); ++oy)
+                        for (std::size_t ox = 0; ox < ow; ++ox) {
+                            const std::ptrdiff_t iy = in_coord(g, oy, ky), ix = in_coord(g, ox, kx);
+                            if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(g.height) ||
+                                ix >= static_cast<std::ptrdiff_t>(g.width))
+                                continue;
+                            want[(c * g.height + static_cast<std::size_t>(iy)) * g.width +
+                                 static_cast<std::size_t>(ix)] +=
+                                col[((c * K + ky) * K + kx) * g.col_cols() + oy * ow + ox];
+                        }
+        std::size_t bad = 0;
+        for (std::size_t i = 0; i < dx.size(); ++i) bad += std::abs(dx[i] - want[i]) > 1e-12;
+        CHECK(bad == 0);
+    }
+}
+
+TEST_CASE("col2im is the adjoint of im2col: <im2col(x), c> == <x, col2im(c)>") {
+    for (const auto& g : geometries) {
+        INFO(describe(g));
+        for (std::uint64_t trial = 0; trial < 3; ++trial) {
+            const auto x = random_vector<double>(g.channels * g.height * g.width, 20 + trial);
+            const auto c = random_vector<double>(g.col_rows() * g.col_cols(), 40 + trial);
+            std::vector<double> col(c.size()), back(x.size(), 0.0);
+            oar::kernel<oar::op::im2col, oar::cpu64>::run(g, x.data(), col.data());
+            oar::kernel<oar::op::col2im, oar::cpu64>::run(g, c.data(), back.data());
+            long double lhs = 0, rhs = 0, mag = 0;
+            for (std::size_t i = 0; i < c.size(); ++i) {
+                lhs += static_cast<long double>(col[i]) * c[i];
+                mag += std::abs(static_cast<long double>(col[i]) * c[i]);
+            }
+            for (std::size_t i = 0; i < x.size(); ++i) rhs += static_cast<long double>(x[i]) * back[i];
+            CHECK(static_cast<double>(std::abs(lhs - rhs)) <= 1e-13 * static_cast<double>(mag + 1));
+        }
+    }
+}
+
+TEST_CASE("bias_add adds b[c] to every element of channel c of every sample") {
+    constexpr std::size_t n = 3, channels = 5, inner = 37;
+    const auto y0 = random_vector<float>(n * channels * inner, 1);
+    const auto b = random_vector<float>(channels, 2);
+    auto y = y0;
+    oar::kernel<oar::op::bias_add, oar::cpu>::run(y.data(), b.data(), n, channels, inner);
+    std::size_t bad = 0;
+    for (std::size_t s = 0; s < n; ++s)
+        for (std::size_t c = 0; c < channels; ++c)
+            for (std::size_t i = 0; i < inner; ++i) {
+                const std::size_t k = (s * channels + c) * inner + i;
+                bad += y[k] != y0[k] + b[c];  // one float addition: exact comparison is right
+            }
+    CHECK(bad == 0);
+}
+
+TEST_CASE("bias_grad adds the per-channel sum over samples and positions to db") {
+    constexpr std::size_t n = 4, channels = 6, inner = 53;
+    const auto dy = random_vector<float>(n * channels * inner, 3);
+    const auto db0 = random_vector<float>(channels, 4);
+    auto db = db0;
+    oar::kernel<oar::op::bias_grad, oar::cpu>::run(dy.data(), db.data(), n, channels, inner);
+    for (std::size_t c = 0; c < channels; ++c) {
+        long double want = db0[c];
+        for (std::size_t s = 0; s < n; ++s)
+            for (std::size_t i = 0; i < inner; ++i) want += dy[(s * channels + c) * inner + i];
+        CHECK(static_cast<double>(std::abs(db[c] - want)) < 1e-5);
+    }
+    // inner = 1 is Linear's use: one value per (sample, channel)
+    std::vector<double> g(channels, 0.0);
+    const auto dy1 = random_vector<double>(n * channels, 5);
+    oar::kernel<oar::op::bias_grad, oar::cpu64>::run(dy1.data(), g.data(), n, channels, 1);
+    for (std::size_t c = 0; c < channels; ++c) {
+        double want = 0.0;
+        for (std::size_t s = 0; s < n; ++s) want += dy1[s * channels + c];
+        CHECK(std::abs(g[c] - want) < 1e-14);
+    }
+}

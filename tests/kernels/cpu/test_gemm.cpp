@@ -1,0 +1,241 @@
+// Tests of oar/kernels/cpu/gemm.hpp: every transpose combination, alpha/beta (beta = 0 ignoring
+// NaN in C), row strides larger than the packed ones, and sizes that reach each path of the
+// micro-kernel (4-row blocks and the single-row rest; full and partial column panels of two SIMD
+// vectors, 16 floats / 8 doubles each with AVX-512; K = 1; M or N = 1), in float and double,
+// against a naive triple loop in long double. NaN in the padding of A and B and a sentinel in the
+// padding of C catch reads and writes outside the matrices.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <oar/kernels/cpu/gemm.hpp>  // the header under test
+
+#include <cmath>     // std::abs, std::isnan
+#include <cstddef>   // std::size_t
+#include <cstdint>   // std::uint64_t
+#include <iterator>  // std::size
+#include <limits>    // std::numeric_limits
+#include <string>    // std::string
+#include <vector>    // std::vector
+
+namespace {
+
+using oar::Trans;
+
+/// Deterministic values in [-1, 1) (splitmix64), independent of the standard library.
+double rand_unit(std::uint64_t& state) {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+struct GemmCase {
+    Trans ta, tb;
+    std::size_t M, N, K;
+    double alpha, beta;
+    std::size_t pad_a, pad_b, pad_c;  // extra row-stride elements beyond the packed stride
+};
+
+std::string describe(const GemmCase& c) {
+    return std::string("ta=") + (c.ta == Trans::yes ? "T" : "N") + " tb=" + (c.tb == Trans::yes ? "T" : "N") +
+           " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+           " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta) + " pads=" +
+           std::to_string(c.pad_a) + "," + std::to_string(c.pad_b) + "," + std::to_string(c.pad_c);
+}
+
+/// Runs one case through kernel<op::gemm, basic_cpu<T>> and returns the number of wrong entries
+/// of C (including padding columns that were written). `first` describes the first one.
+template <class T>
+std::size_t run_case(const GemmCase& c, std::uint64_t seed, std::string& first, bool nan_in_c = false) {
+    // Stored shapes: A is (M,K) or, transposed, (K,M); B is (K,N) or (N,K); C is (M,N).
+    const std::size_t a_rows = c.ta == Trans::no ? c.M : c.K, a_cols = c.ta == Trans::no ? c.K : c.M;
+    const std::size_t b_rows = c.tb == Trans::no ? c.K : c.N, b_cols = c.tb == Trans::no ? c.N : c.K;
+    const std::size_t lda = a_cols + c.pad_a, ldb = b_cols + c.pad_b, ldc = c.N + c.pad_c;
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    const T sentinel = T(12345);
+    // Padding of A and B holds NaN: reading it would poison C. Padding of C holds a sentinel.
+    std::vector<T> A(a_rows * lda + 1, nan), B(b_rows * ldb + 1, nan), C(c.M * ldc + 1, sentinel);
+    std::uint64_t s = seed;
+    for (std::size_t i = 0; i < a_rows; ++i)
+        for (std::size_t j = 0; j < a_cols; ++j) A[i * lda + j] = static_cast<T>(rand_unit(s));
+    for (std::size_t i = 0; i < b_rows; ++i)
+        for (std::size_t j = 0; j < b_cols; ++j) B[i * ldb + j] = static_cast<T>(rand_unit(s));
+    for (std::size_t i = 0; i < c.M; ++i)
+        for (std::size_t j = 0; j < c.N; ++j) C[i * ldc + j] = nan_in_c ? nan : static_cast<T>(rand_unit(s));
+    const std::vector<T> C0 = C;
+
+    auto a_at = [&](std::size_t i, std::size_t k) -> long double {
+        return c.ta == Trans::no ? A[i * lda + k] : A[k * lda + i];
+    };
+    auto b_at = [&](std::size_t k, std::size_t j) -> long double {
+        return c.tb == Trans::no ? B[k * ldb + j] : B[j * ldb + k];
+    };
+
+    oar::kernel<oar::op::gemm, oar::basic_cpu<T>>::run(c.ta, c.tb, c.M, c.N, c.K, static_cast<T>(c.alpha), A.data(),
+                                                       lda, B.data(), ldb, static_cast<T>(c.beta), C.data(), ldc);
+
+    const long double u = std::numeric_limits<T>::epsilon();
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < c.M; ++i)
+        for (std::size_t j = 0; j < ldc; ++j) {
+            const T got = C[i * ldc + j];
+            if (j >= c.N) {  // padding: untouched
+                if (got != sentinel) {
+                    if (bad++ == 0) first = "padding C(" + std::to_string(i) + "," + std::to_string(j) + ") written";
+                }
+                continue;
+            }
+            long double dot = 0, mag = 0;
+            for (std::size_t k = 0; k < c.K; ++k) {
+                dot += a_at(i, k) * b_at(k, j);
+                mag += std::abs(a_at(i, k) * b_at(k, j));
+            }
+            // BLAS semantics: beta == 0 ignores C (even NaN).
+            const long double c0 = c.beta == 0.0 ? 0.0L : static_cast<long double>(C0[i * ldc + j]);
+            const long double want = static_cast<long double>(c.alpha) * dot + static_cast<long double>(c.beta) * c0;
+            // Forward error bound of a K-term dot product plus the two scalings, with slack.
+            const long double bound =
+                2 * (static_cast<long double>(c.K) + 3) * u *
+                    (std::abs(static_cast<long double>(c.alpha)) * mag + std::abs(c.beta * c0) + std::abs(want)) +
+                std::numeric_limits<T>::min();
+            const long double err = std::abs(static_cast<long double>(got) - want);
+            if (!(err <= bound)) {
+                if (bad++ == 0)
+                    first = "C(" + std::to_string(i) + "," + std::to_string(j) + "): got " +
+                            std::to_string(static_cast<double>(got)) + ", want " +
+                            std::to_string(static_cast<double>(want));
+            }
+        }
+    if (A.back() == A.back() || B.back() == B.back()) {  // the guard elements past the end stay NaN
+        if (bad++ == 0) first = "wrote past the end of A or B";
+    }
+    if (C.back() != sentinel) {
+        if (bad++ == 0) first = "wrote past the end of C";
+    }
+    return bad;
+}
+
+constexpr Trans both[] = {Trans::no, Trans::yes};
+
+// Ms reach the 4-row blocks and the 1-row rest. Ns are below, at and above multiples of one and
+// two vectors of 16 floats / 8 doubles (and of narrower ISAs): full panels only, a partial panel
+// only, and both.
+constexpr std::size_t Ms[] = {1, 3, 4, 5, 8, 13};
+constexpr std::size_t Ns[] = {1, 5, 8, 15, 16, 17, 24, 31, 32, 33, 48, 50, 65};
+constexpr std::size_t Ks[] = {1, 2, 7, 16, 33};
+
+template <class T>
+void sweep(std::size_t pad) {
+    constexpr double alphas[] = {1.0, -0.5, 2.0, 0.75};
+    constexpr double betas[] = {0.0, 1.0, 0.75, -2.0};
+    std::size_t n = 0, cases = 0;
+    for (Trans ta : both)
+        for (Trans tb : both)
+            for (std::size_t M : Ms)
+                for (std::size_t N : Ns)
+                    for (std::size_t K : Ks) {
+                        const GemmCase c{ta, tb, M, N, K, alphas[n % 4], betas[(n / 4) % 4], pad, 2 * pad, pad + 1};
+                        ++n;
+                        std::string first;
+                        const std::size_t bad = run_case<T>(c, 1000 + n, first);
+                        INFO(describe(c));
+                        INFO(first);
+                        CHECK(bad == 0);
+                        ++cases;
+                    }
+    CHECK(cases == 4 * std::size(Ms) * std::size(Ns) * std::size(Ks));
+}
+
+}  // namespace
+
+TEST_CASE("float gemm matches a naive triple loop for every transpose combination and edge size") {
+    sweep<float>(0);
+}
+
+TEST_CASE("double gemm matches a naive triple loop for every transpose combination and edge size") {
+    sweep<double>(0);
+}
+
+TEST_CASE("gemm honours row strides larger than the packed ones and leaves the padding alone") {
+    sweep<float>(3);
+    sweep<double>(5);
+}
+
+TEST_CASE("gemm with beta = 0 overwrites NaN in C instead of propagating it") {
+    for (Trans ta : both)
+        for (Trans tb : both)
+            for (std::size_t M : {1u, 5u})
+                for (std::size_t N : {7u, 33u}) {
+                    std::string first;
+                    const GemmCase c{ta, tb, M, N, 9, 1.5, 0.0, 0, 0, 0};
+                    INFO(describe(c));
+                    INFO(first);
+                    CHECK(run_case<float>(c, 7, first, /*nan_in_c=*/true) == 0);
+                    CHECK(run_case<double>(c, 8, first, /*nan_in_c=*/true) == 0);
+                }
+}
+
+TEST_CASE("gemm with alpha = 0 or K = 0 only scales C by beta") {
+    for (double beta : {0.0, 1.0, -0.5}) {
+        std::string first;
+        const GemmCase zero_alpha{Trans::no, Trans::yes, 5, 17, 4, 0.0, beta, 1, 1, 1};
+        const GemmCase zero_k{Trans::yes, Trans::no, 6, 19, 0, 2.0, beta, 0, 0, 2};
+        INFO(first);
+        CHECK(run_case<float>(zero_alpha, 11, first) == 0);
+        CHECK(run_case<double>(zero_k, 12, first) == 0);
+    }
+}
+
+TEST_CASE("gemm with alpha = 0 does not read A or B, as in BLAS") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> a(6 * 5, nan), b(5 * 20, nan), c(6 * 20, 2.0f);
+    oar::kernel<oar::op::gemm, oar::cpu>::run(Trans::no, Trans::no, 6, 20, 5, 0.0f, a.data(), 5, b.data(), 20, 0.5f,
+                                              c.data(), 20);
+    std::size_t bad = 0;
+    for (float v : c) bad += v != 1.0f;
+    CHECK(bad == 0);
+}
+
+TEST_CASE("gemm with M or N = 0 touches nothing") {
+    std::vector<float> a(4, 1.0f), b(4, 1.0f), c(4, 7.0f);
+    oar::kernel<oar::op::gemm, oar::cpu>::run(Trans::no, Trans::no, 0, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f,
+                                              c.data(), 2);
+    oar::kernel<oar::op::gemm, oar::cpu>::run(Trans::no, Trans::no, 2, 0, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f,
+                                              c.data(), 2);
+    for (float v : c) CHECK(v == 7.0f);
+}
+
+TEST_CASE("a large transposed-B gemm followed by a smaller one does not reuse stale packed values") {
+    std::string first;
+    const GemmCase big{Trans::no, Trans::yes, 9, 70, 40, 1.0, 0.0, 0, 0, 0};
+    const GemmCase small{Trans::yes, Trans::yes, 5, 18, 3, -1.0, 0.5, 2, 1, 0};
+    INFO(first);
+    CHECK(run_case<float>(big, 21, first) == 0);
+    CHECK(run_case<float>(small, 22, first) == 0);
+    CHECK(run_case<float>(big, 23, first) == 0);
+}
+
+TEST_CASE("the packed gemm convenience wrapper uses the packed strides of each operand") {
+    std::uint64_t s = 99;
+    for (Trans ta : both)
+        for (Trans tb : both) {
+            constexpr std::size_t M = 6, N = 19, K = 5;
+            std::vector<double> A(M * K), B(K * N), C(M * N);
+            for (auto& v : A) v = rand_unit(s);
+            for (auto& v : B) v = rand_unit(s);
+            for (auto& v : C) v = rand_unit(s);
+            const std::vector<double> C0 = C;
+            oar::gemm<oar::cpu64>(ta, tb, M, N, K, 2.0, A.data(), B.data(), 0.5, C.data());
+            for (std::size_t i = 0; i < M; ++i)
+                for (std::size_t j = 0; j < N; ++j) {
+                    long double want = 0;
+                    for (std::size_t k = 0; k < K; ++k) {
+                        const long double a = ta == Trans::no ? A[i * K + k] : A[k * M + i];
+                        const long double b = tb == Trans::no ? B[k * N + j] : B[j * K + k];
+                        want += a * b;
+                    }
+                    want = 2 * want + 0.5L * C0[i * N + j];
+                    CHECK(static_cast<double>(std::abs(C[i * N + j] - want)) < 1e-13);
+                }
+        }
+}

@@ -1,0 +1,185 @@
+// Tests of oar/kernels/cpu/pool.hpp: max and average pooling, forward and backward, against naive
+// loops over (N,C,H,W); ties go to the first maximum, a NaN in a window wins (PyTorch's rule),
+// overlapping windows accumulate their gradients and floor mode leaves the remainder untouched.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <oar/kernels/cpu/pool.hpp>  // the header under test
+
+#include <cmath>    // std::abs, std::isnan
+#include <cstddef>  // std::size_t
+#include <cstdint>  // std::uint64_t
+#include <limits>   // std::numeric_limits
+#include <string>   // std::string
+#include <vector>   // std::vector
+
+namespace {
+
+double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::uint64_t seed) {
+    std::vector<T> v(n);
+    for (auto& x : v) x = static_cast<T>(rand_unit(seed));
+    return v;
+}
+
+// Pooling windows (no padding): (channels, height, width, kernel, stride, 0)
+constexpr oar::ConvGeometry geometries[] = {
+    {2, 6, 6, 2, 2, 0}, {1, 7, 7, 2, 2, 0}, {3, 7, 6, 3, 2, 0}, {1, 5, 8, 3, 1, 0},
+    {2, 9, 9, 3, 3, 0}, {1, 4, 4, 4, 4, 0}, {2, 5, 5, 1, 1, 0}, {1, 8, 5, 2, 3, 0},
+};
+constexpr std::size_t batch = 2;
+
+std::string describe(const oar::ConvGeometry& g) {
+    return "C=" + std::to_string(g.channels) + " H=" + std::to_string(g.height) + " W=" + std::to_string(g.width) +
+           " K=" + std::to_string(g.kernel) + " S=" + std::to_string(g.stride);
+}
+
+/// Naive: plane index of the first maximum of window (oy, ox) in row-major window order.
+template <class T>
+std::size_t naive_argmax(const oar::ConvGeometry& g, const T* plane, std::size_t oy, std::size_t ox) {
+    std::size_t best = 0;
+    bool have = false;
+    for (std::size_t ky = 0; ky < g.kernel; ++ky)
+        for (std::size_t kx = 0; kx < g.kernel; ++kx) {
+            const std::size_t idx = (oy * g.stride + ky) * g.width + ox * g.stride + kx;
+            if (!have || plane[idx] > plane[best]) {
+                best = idx;
+                have = true;
+            }
+        }
+    return best;
+}
+
+}  // namespace
+
+TEST_CASE("max pooling forward and backward match naive loops") {
+    for (const auto& g : geometries) {
+        INFO(describe(g));
+        const std::size_t hw = g.height * g.width, ohw = g.out_height() * g.out_width();
+        const std::size_t planes = batch * g.channels;
+        const auto x = random_vector<float>(planes * hw, 11);
+        const auto dy = random_vector<float>(planes * ohw, 12);
+        std::vector<float> y(planes * ohw, -99.0f), dx(planes * hw, 55.0f);  // dx is overwritten
+        oar::kernel<oar::op::max_pool_forward, oar::cpu>::run(g, batch, x.data(), y.data());
+        oar::kernel<oar::op::max_pool_backward, oar::cpu>::run(g, batch, x.data(), dy.data(), dx.data());
+
+        std::vector<double> want_dx(planes * hw, 0.0);
+        std::size_t bad_y = 0;
+        for (std::size_t p = 0; p < planes; ++p)
+            for (std::size_t oy = 0; oy < g.out_height(); ++oy)
+                for (std::size_t ox = 0; ox < g.out_width(); ++ox) {
+                    const std::size_t a = naive_argmax(g, x.data() + p * hw, oy, ox);
+                    const std::size_t o = p * ohw + oy * g.out_width() + ox;
+                    bad_y += y[o] != x[p * hw + a];
+                    want_dx[p * hw + a] += dy[o];  // overlapping windows accumulate
+                }
+        std::size_t bad_dx = 0;
+        for (std::size_t i = 0; i < dx.size(); ++i) bad_dx += std::abs(dx[i] - want_dx[i]) > 1e-6;
+        CHECK(bad_y == 0);
+        CHECK(bad_dx == 0);
+    }
+}
+
+TEST_CASE("average pooling forward and backward match naive loops") {
+    for (const auto& g : geometries) {
+        INFO(describe(g));
+        const std::size_t hw = g.height * g.width, ohw = g.out_height() * g.out_width();
+        const std::size_t planes = batch * g.channels;
+        const auto x = random_vector<double>(planes * hw, 21);
+        const auto dy = random_vector<double>(planes * ohw, 22);
+        std::vector<double> y(planes * ohw, -99.0), dx(planes * hw, 55.0);
+        oar::kernel<oar::op::avg_pool_forward, oar::cpu64>::run(g, batch, x.data(), y.data());
+        oar::kernel<oar::op::avg_pool_backward, oar::cpu64>::run(g, batch, dy.data(), dx.data());
+
+        const double kk = static_cast<double>(g.kernel * g.kernel);
+        std::vector<double> want_dx(planes * hw, 0.0);
+        std::size_t bad_y = 0;
+        for (std::size_t p = 0; p < planes; ++p)
+            for (std::size_t oy = 0; oy < g.out_height(); ++oy)
+                for (std::size_t ox = 0; ox < g.out_width(); ++ox) {
+                    const std::size_t o = p * ohw + oy * g.out_width() + ox;
+                    double s = 0.0;
+                    for (std::size_t ky = 0; ky < g.kernel; ++ky)
+                        for (std::size_t kx = 0; kx < g.kernel; ++kx) {
+                            const std::size_t i = p * hw + (oy * g.stride + ky) * g.width + ox * g.stride + kx;
+                            s += x[i];
+                            want_dx[i] += dy[o] / kk;
+                        }
+                    bad_y += std::abs(y[o] - s / kk) > 1e-14;
+                }
+        std::size_t bad_dx = 0;
+        for (std::size_t i = 0; i < dx.size(); ++i) bad_dx += std::abs(dx[i] - want_dx[i]) > 1e-14;
+        CHECK(bad_y == 0);
+        CHECK(bad_dx == 0);
+    }
+}
+
+TEST_CASE("average pooling backward is the adjoint of its forward") {
+    constexpr oar::ConvGeometry g{2, 7, 8, 3, 2, 0};
+    const std::size_t in = batch * g.channels * g.height * g.width;
+    const std::size_t out = batch * g.channels * g.out_height() * g.out_width();
+    const auto x = random_vector<double>(in, 31), dy = random_vector<double>(out, 32);
+    std::vector<double> y(out), dx(in);
+    oar::kernel<oar::op::avg_pool_forward, oar::cpu64>::run(g, batch, x.data(), y.data());
+    oar::kernel<oar::op::avg_pool_backward, oar::cpu64>::run(g, batch, dy.data(), dx.data());
+    double lhs = 0.0, rhs = 0.0;
+    for (std::size_t i = 0; i < out; ++i) lhs += y[i] * dy[i];
+    for (std::size_t i = 0; i < in; ++i) rhs += x[i] * dx[i];
+    CHECK(std::abs(lhs - rhs) < 1e-12);
+}
+
+TEST_CASE("max pooling sends the gradient of a tied window to its first maximum") {
+    constexpr oar::ConvGeometry g{1, 2, 4, 2, 2, 0};
+    // window 0: all equal -> (0,0); window 1: max 5 at (0,3) and (1,2) -> (0,3) comes first
+    const std::vector<float> x = {1, 1, 0, 5,  //
+                                  1, 1, 5, 2};
+    const std::vector<float> dy = {10, 20};
+    std::vector<float> y(2), dx(8, -1.0f);
+    oar::kernel<oar::op::max_pool_forward, oar::cpu>::run(g, 1, x.data(), y.data());
+    oar::kernel<oar::op::max_pool_backward, oar::cpu>::run(g, 1, x.data(), dy.data(), dx.data());
+    CHECK(y[0] == 1.0f);
+    CHECK(y[1] == 5.0f);
+    const std::vector<float> want = {10, 0, 0, 20,  //
+                                     0, 0, 0, 0};
+    CHECK(dx == want);
+}
+
+TEST_CASE("max pooling propagates a NaN in a window and routes its gradient to the first NaN") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    constexpr oar::ConvGeometry g{1, 2, 6, 2, 2, 0};
+    // window 0: NaN after the largest value; window 1: NaN first; window 2: two NaNs, the first wins
+    const std::vector<float> x = {3, nan, nan, 9, -1, nan,  //
+                                  1, 2, 7, 8, nan, 0};
+    const std::vector<float> dy = {1, 2, 4};
+    std::vector<float> y(3), dx(12, -1.0f);
+    oar::kernel<oar::op::max_pool_forward, oar::cpu>::run(g, 1, x.data(), y.data());
+    oar::kernel<oar::op::max_pool_backward, oar::cpu>::run(g, 1, x.data(), dy.data(), dx.data());
+    CHECK(std::isnan(y[0]));
+    CHECK(std::isnan(y[1]));
+    CHECK(std::isnan(y[2]));
+    const std::vector<float> want = {0, 1, 2, 0, 0, 4,  //
+                                     0, 0, 0, 0, 0, 0};
+    CHECK(dx == want);
+}
+
+TEST_CASE("max pooling handles windows of infinities and of equal negative values") {
+    const float inf = std::numeric_limits<float>::infinity();
+    constexpr oar::ConvGeometry g{1, 2, 4, 2, 2, 0};
+    const std::vector<float> x = {-inf, -inf, -3, -3,  //
+                                  -inf, -inf, -3, -3};
+    const std::vector<float> dy = {1, 2};
+    std::vector<float> y(2), dx(8);
+    oar::kernel<oar::op::max_pool_forward, oar::cpu>::run(g, 1, x.data(), y.data());
+    oar::kernel<oar::op::max_pool_backward, oar::cpu>::run(g, 1, x.data(), dy.data(), dx.data());
+    CHECK(y[0] == -inf);
+    CHECK(y[1] == -3.0f);
+    const std::vector<float> want = {1, 0, 2, 0, 0, 0, 0, 0};
+    CHECK(dx == want);
+}

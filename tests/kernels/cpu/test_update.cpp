@@ -1,0 +1,151 @@
+// Tests of oar/kernels/cpu/update.hpp: the fused update loop with each functor over a flat buffer
+// (length not a multiple of any vector width), against the update formulas written out here in
+// long double, with the state buffers the functor uses and null for those it does not.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <oar/kernels/cpu/update.hpp>  // the header under test
+
+#include <cmath>    // std::sqrt, std::abs
+#include <cstddef>  // std::size_t
+#include <cstdint>  // std::uint64_t
+#include <vector>   // std::vector
+
+namespace {
+
+double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
+    std::vector<T> v(n);
+    for (auto& x : v) x = static_cast<T>(lo + (hi - lo) * 0.5 * (rand_unit(seed) + 1.0));
+    return v;
+}
+
+constexpr std::size_t n = 37;
+
+/// Relative closeness for the float backend (one rounding per operation) or the double one.
+template <class T>
+bool close(T got, long double want) {
+    const long double tol = sizeof(T) == 4 ? 1e-6L : 1e-14L;
+    return std::abs(static_cast<long double>(got) - want) <= tol * (1 + std::abs(want));
+}
+
+template <class T>
+void check_sgd() {
+    const oar::sgd_fn f{0.1f, 0.01f};
+    auto p = random_vector<T>(n, 1);
+    const auto p0 = p, g = random_vector<T>(n, 2);
+    oar::kernel<oar::op::fused_update, oar::basic_cpu<T>>::run(f, n, p.data(), g.data(), nullptr, nullptr);
+    const long double lr = 0.1f, l2 = 0.01f;
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) bad += !close(p[i], p0[i] - lr * (g[i] + l2 * static_cast<long double>(p0[i])));
+    CHECK(bad == 0);
+}
+
+template <class T>
+void check_momentum(bool nesterov) {
+    INFO("nesterov=", nesterov);
+    const oar::momentum_fn f{0.05f, 0.001f, 0.9f, nesterov};
+    auto p = random_vector<T>(n, 3), v = random_vector<T>(n, 4);
+    const auto p0 = p, v0 = v, g = random_vector<T>(n, 5);
+    oar::kernel<oar::op::fused_update, oar::basic_cpu<T>>::run(f, n, p.data(), g.data(), v.data(), nullptr);
+    const long double lr = 0.05f, l2 = 0.001f, mu = 0.9f;
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const long double gd = g[i] + l2 * p0[i];
+        const long double nv = mu * v0[i] + gd;
+        const long double np = p0[i] - lr * (nesterov ? gd + mu * nv : nv);
+        bad += !close(v[i], nv) || !close(p[i], np);
+    }
+    CHECK(bad == 0);
+}
+
+template <class T>
+void check_adagrad() {
+    const oar::adagrad_fn f{0.1f, 0.002f, 1e-6f};
+    auto p = random_vector<T>(n, 6), m = random_vector<T>(n, 7, 0.0, 2.0);
+    const auto p0 = p, m0 = m, g = random_vector<T>(n, 8);
+    oar::kernel<oar::op::fused_update, oar::basic_cpu<T>>::run(f, n, p.data(), g.data(), m.data(), nullptr);
+    const long double lr = 0.1f, l2 = 0.002f, eps = 1e-6f;
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const long double gd = g[i] + l2 * p0[i];
+        const long double nm = m0[i] + gd * gd;
+        bad += !close(m[i], nm) || !close(p[i], p0[i] - lr * gd / (std::sqrt(nm) + eps));
+    }
+    CHECK(bad == 0);
+}
+
+template <class T>
+void check_adam() {
+    const oar::adam_fn f{0.01f, 1e-7f, 0.9f, 0.999f, 0.0005f};
+    auto p = random_vector<T>(n, 9), m = random_vector<T>(n, 10), v = random_vector<T>(n, 11, 0.0, 1.0);
+    const auto p0 = p, m0 = m, v0 = v, g = random_vector<T>(n, 12);
+    oar::kernel<oar::op::fused_update, oar::basic_cpu<T>>::run(f, n, p.data(), g.data(), m.data(), v.data());
+    const long double lr_t = 0.01f, eps_t = 1e-7f, b1 = 0.9f, b2 = 0.999f, l2 = 0.0005f;
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const long double gd = g[i] + l2 * p0[i];
+        const long double nm = b1 * m0[i] + (1 - b1) * gd;
+        const long double nv = b2 * v0[i] + (1 - b2) * gd * gd;
+        bad += !close(m[i], nm) || !close(v[i], nv) || !close(p[i], p0[i] - lr_t * nm / (std::sqrt(nv) + eps_t));
+    }
+    CHECK(bad == 0);
+}
+
+/// Records which state slots the loop hands it: a functor may write its unused slots freely.
+struct probe_fn {
+    template <class T>
+    void operator()(T& p, T g, T& s1, T& s2) const {
+        p += g;
+        s1 += 1;
+        s2 += 2;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("fused update with sgd_fn and null state matches p -= lr (g + l2 p)") {
+    check_sgd<float>();
+    check_sgd<double>();
+}
+
+TEST_CASE("fused update with momentum_fn, plain and nesterov, matches the velocity formulas") {
+    check_momentum<float>(false);
+    check_momentum<float>(true);
+    check_momentum<double>(false);
+    check_momentum<double>(true);
+}
+
+TEST_CASE("fused update with adagrad_fn and a null second state matches the adagrad formula") {
+    check_adagrad<float>();
+    check_adagrad<double>();
+}
+
+TEST_CASE("fused update with adam_fn matches the folded Adam formula on every element") {
+    check_adam<float>();
+    check_adam<double>();
+}
+
+TEST_CASE("fused update hands each element its own state slots, and scratch ones for null buffers") {
+    std::vector<float> p(n, 0.0f), g(n), s1(n, 10.0f), s2(n, 20.0f);
+    for (std::size_t i = 0; i < n; ++i) g[i] = static_cast<float>(i);
+    using K = oar::kernel<oar::op::fused_update, oar::cpu>;
+    K::run(probe_fn{}, n, p.data(), g.data(), s1.data(), s2.data());
+    for (std::size_t i = 0; i < n; ++i) {
+        CHECK(p[i] == static_cast<float>(i));
+        CHECK(s1[i] == 11.0f);
+        CHECK(s2[i] == 22.0f);
+    }
+    K::run(probe_fn{}, n, p.data(), g.data(), s1.data(), nullptr);  // s2 absent: s1 still per element
+    for (std::size_t i = 0; i < n; ++i) CHECK(s1[i] == 12.0f);
+    K::run(probe_fn{}, n, p.data(), g.data(), nullptr, nullptr);  // no state at all: p still updated
+    for (std::size_t i = 0; i < n; ++i) CHECK(p[i] == 3.0f * static_cast<float>(i));
+    K::run(probe_fn{}, 0, nullptr, nullptr, nullptr, nullptr);  // n = 0 touches nothing
+}

@@ -1,0 +1,115 @@
+// Tests of oar/layers/activation.hpp: ReLU, Sigmoid, Tanh and Softmax constexpr facts
+// (shape-preserving, FLOPs, no parameters, never reject), forward values through a float Network
+// against std:: functions, Softmax over the last dimension only, and finite-difference gradient
+// checks in double.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <oar/layers/activation.hpp>  // the header under test
+
+#include <cmath>    // std::exp, std::tanh, std::abs
+#include <cstddef>  // std::size_t
+#include <cstdint>  // std::uint64_t
+
+#include <oar/nn/network.hpp>         // Network: runs the layer
+#include <oar/nn/sequential.hpp>      // Sequential
+#include <oar/testing/gradcheck.hpp>  // gradcheck_layer
+
+namespace {
+
+double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+template <class L, class In>
+void check_gradients(double input_scale = 1.0) {
+    oar::testing::GradcheckOptions o;
+    o.input_scale = input_scale;
+    const auto r = oar::testing::gradcheck_layer<L, In>(o);
+    INFO(r.message);
+    CHECK(r.ok);
+    CHECK(r.checked == 2 * In::size);  // inputs only: no parameters
+}
+
+/// Forward of elementwise layer L on 3 samples of 37 values (vector body and tail) vs f.
+template <class L, class F>
+void check_elementwise_forward(F f) {
+    constexpr std::size_t batch = 3, n = 37;
+    oar::Network<oar::Sequential<L>, oar::Shape<n>> net;
+    oar::Tensor x(batch, oar::make_dims(n));
+    std::uint64_t seed = 21;
+    for (auto& v : x.span()) v = static_cast<float>(6.0 * rand_unit(seed));
+    const auto y = net.forward(x.view());
+    REQUIRE(y.dims() == oar::make_dims(n));
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < batch * n; ++i) bad += std::abs(y[i] - f(static_cast<double>(x[i]))) > 1e-6;
+    CHECK(bad == 0);
+}
+
+}  // namespace
+
+// ---- constexpr facts
+static_assert(oar::Layer<oar::ReLU> && oar::Layer<oar::Sigmoid> && oar::Layer<oar::Tanh> && oar::Layer<oar::Softmax>);
+static_assert(!oar::ParametricLayer<oar::ReLU> && !oar::ParametricLayer<oar::Softmax>);
+static_assert(oar::ReLU::name == "ReLU" && oar::Sigmoid::name == "Sigmoid" && oar::Tanh::name == "Tanh" &&
+              oar::Softmax::name == "Softmax");
+static_assert(oar::ReLU::output_dims(oar::make_dims(20, 24, 24)) == oar::make_dims(20, 24, 24));
+static_assert(oar::Softmax::output_dims(oar::make_dims(3, 10)) == oar::make_dims(3, 10));
+static_assert(oar::ReLU::flops(oar::make_dims(20, 24, 24)) == 20 * 24 * 24);
+static_assert(oar::Tanh::flops(oar::make_dims(7)) == 7 && oar::Sigmoid::flops(oar::make_dims(2, 3)) == 6);
+static_assert(oar::Softmax::flops(oar::make_dims(10)) == 40);
+static_assert(oar::ReLU::workspace(oar::make_dims(10)) == 0 && oar::Softmax::workspace(oar::make_dims(10)) == 0);
+
+TEST_CASE("activation layers accept every input shape") {
+    for (const auto d : {oar::make_dims(1), oar::make_dims(10), oar::make_dims(3, 4), oar::make_dims(1, 28, 28)}) {
+        CHECK(oar::ReLU::check(d).ok());
+        CHECK(oar::Sigmoid::check(d).ok());
+        CHECK(oar::Tanh::check(d).ok());
+        CHECK(oar::Softmax::check(d).ok());
+    }
+}
+
+TEST_CASE("ReLU, Sigmoid and Tanh forward match std:: functions through a network") {
+    check_elementwise_forward<oar::ReLU>([](double v) { return v < 0 ? 0.0 : v; });
+    check_elementwise_forward<oar::Sigmoid>([](double v) { return 1.0 / (1.0 + std::exp(-v)); });
+    check_elementwise_forward<oar::Tanh>([](double v) { return std::tanh(v); });
+}
+
+TEST_CASE("Softmax normalises each row of the last dimension separately") {
+    constexpr std::size_t batch = 2, rows = 3, cols = 5;
+    oar::Network<oar::Sequential<oar::Softmax>, oar::Shape<rows, cols>> net;
+    oar::Tensor x(batch, oar::make_dims(rows, cols));
+    std::uint64_t seed = 5;
+    for (auto& v : x.span()) v = static_cast<float>(4.0 * rand_unit(seed));
+    const auto y = net.forward(x.view());
+    for (std::size_t r = 0; r < batch * rows; ++r) {
+        double s = 0.0;
+        for (std::size_t j = 0; j < cols; ++j) s += std::exp(static_cast<double>(x[r * cols + j]));
+        for (std::size_t j = 0; j < cols; ++j)
+            CHECK(std::abs(y[r * cols + j] - std::exp(static_cast<double>(x[r * cols + j])) / s) < 1e-6);
+    }
+}
+
+TEST_CASE("ReLU gradients match finite differences") {
+    check_gradients<oar::ReLU, oar::Shape<3, 5>>();
+    check_gradients<oar::ReLU, oar::Shape<2, 3, 7>>();
+}
+
+TEST_CASE("Sigmoid gradients match finite differences") {
+    check_gradients<oar::Sigmoid, oar::Shape<3, 5>>();
+    check_gradients<oar::Sigmoid, oar::Shape<19>>(4.0);
+}
+
+TEST_CASE("Tanh gradients match finite differences") {
+    check_gradients<oar::Tanh, oar::Shape<3, 5>>();
+    check_gradients<oar::Tanh, oar::Shape<19>>(3.0);
+}
+
+TEST_CASE("Softmax gradients match finite differences") {
+    check_gradients<oar::Softmax, oar::Shape<10>>();
+    check_gradients<oar::Softmax, oar::Shape<3, 5>>(3.0);
+    check_gradients<oar::Softmax, oar::Shape<2, 2, 4>>();
+}

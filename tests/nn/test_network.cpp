@@ -1,0 +1,217 @@
+// Network: binding a Sequential to a shape and a backend; forward/backward bookkeeping, flat
+// parameter buffers and state-dict keys, modes, seeds, copies, and bad-input errors.
+#include <oar/nn/network.hpp>
+
+#include <doctest/doctest.h>
+
+#include <oar/layers/activation.hpp>
+#include <oar/layers/conv2d.hpp>
+#include <oar/layers/dropout.hpp>
+#include <oar/layers/flatten.hpp>
+#include <oar/layers/linear.hpp>
+#include <oar/layers/pool2d.hpp>
+#include <oar/testing/gradcheck.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace {
+using namespace oar;
+using CourseCNN = Sequential<Conv2D<1, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>, Conv2D<20, 20, 5, 1, 2>, ReLU,
+                             MaxPool2D<2, 2>, Flatten, Linear<980, 10>>;
+using CNN = Network<CourseCNN, Shape<1, 28, 28>>;
+using Small = Sequential<Conv2D<2, 3, 3, 1, 1>, ReLU, MaxPool2D<2>, Flatten, Linear<48, 5>, Tanh, Linear<5, 2>>;
+
+Tensor ramp(std::size_t n, Dims d, float scale = 1.0f) {
+    Tensor t(n, d);
+    const CounterRng rng{99};
+    for (std::size_t i = 0; i < t.size(); ++i) t[i] = scale * (2.0f * rng.uniform(5, i) - 1.0f);
+    return t;
+}
+}  // namespace
+
+TEST_CASE("the course CNN's state dict has Paddle's keys and layouts") {
+    CNN net(0);
+    const auto sd = net.state_dict();
+    REQUIRE(sd.size() == 6);
+    const std::vector<std::string> keys{"0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias"};
+    const std::vector<Dims> dims{make_dims(20, 1, 5, 5), make_dims(20), make_dims(20, 20, 5, 5),
+                                 make_dims(20), make_dims(980, 10), make_dims(10)};
+    for (std::size_t i = 0; i < sd.size(); ++i) {
+        CHECK(sd[i].key == keys[i]);
+        CHECK(sd[i].dims == dims[i]);
+        CHECK(sd[i].values.size() == dims[i].size());
+    }
+    CHECK(net.parameters().count() == 20350);
+}
+
+TEST_CASE("parameters live in one flat buffer, each tensor aligned to a cache line") {
+    CNN net(0);
+    auto& p = net.parameters();
+    CHECK(p.values().size() == CNN::info::param_buffer_size);
+    CHECK(p.grads().size() == p.values().size());
+    for (const auto& e : p.entries()) {
+        CHECK(e.offset % 16 == 0);
+        CHECK(reinterpret_cast<std::uintptr_t>(p.value(e).data()) % 64 == 0);
+        CHECK(p.value(e).data() == p.values().data() + e.offset);
+    }
+}
+
+TEST_CASE("initialisation follows Paddle's defaults and the seed") {
+    CNN a(7), b(7), c(8);
+    CHECK(std::equal(a.parameters().values().begin(), a.parameters().values().end(), b.parameters().values().begin()));
+    CHECK_FALSE(
+        std::equal(a.parameters().values().begin(), a.parameters().values().end(), c.parameters().values().begin()));
+    // biases zero; conv weights N(0, sqrt(2/fan_in)); linear weights within the Xavier bound
+    for (const auto& e : a.parameters().entries()) {
+        const auto v = a.parameters().value(e);
+        if (e.key.ends_with("bias")) {
+            for (float x : v) CHECK(x == 0.0f);
+        }
+    }
+    const auto w7 = a.parameters().value(a.parameters().entry("7.weight"));
+    const float bound = std::sqrt(6.0f / (980 + 10));
+    for (float x : w7) CHECK(std::abs(x) <= bound);
+    const auto w3 = a.parameters().value(a.parameters().entry("3.weight"));
+    double s2 = 0;
+    for (float x : w3) s2 += double(x) * x;
+    const double sd = std::sqrt(s2 / double(w3.size())), expected = std::sqrt(2.0 / 500.0);
+    CHECK(sd == doctest::Approx(expected).epsilon(0.03));  // 10,000 draws: the sample sd is within ~1%
+}
+
+TEST_CASE("forward returns the last layer's output and keeps every activation") {
+    Network<Small, Shape<2, 8, 8>> net(3);
+    const Tensor x = ramp(4, make_dims(2, 8, 8));
+    const auto y = net.forward(x);
+    CHECK(y.batch() == 4);
+    CHECK(y.dims() == make_dims(2));
+    CHECK(net.activation(0).dims() == make_dims(2, 8, 8));
+    CHECK(net.activation(0)[5] == x[5]);  // the input is copied in
+    CHECK(net.activation(3).dims() == make_dims(3, 4, 4));
+    CHECK(net.activation(7).data() == y.data());
+    for (std::size_t i = 0; i < net.activation(2).size(); ++i) CHECK(net.activation(2)[i] >= 0.0f);  // after ReLU
+}
+
+TEST_CASE("a whole network's backward matches finite differences in double precision") {
+    const auto r = testing::gradcheck_network<Network<Small, Shape<2, 8, 8>, cpu64>>({.batch = 3});
+    INFO(r.message);
+    CHECK(r.ok);
+    CHECK(r.checked > 300);
+    using WithDropout = Sequential<Flatten, Linear<12, 6>, ReLU, Dropout<30>, Linear<6, 3>, Sigmoid>;
+    const auto d = testing::gradcheck_network<Network<WithDropout, Shape<3, 2, 2>, cpu64>>({.batch = 4});
+    INFO(d.message);
+    CHECK(d.ok);
+}
+
+TEST_CASE("gradients accumulate over backward calls until clear_grad") {
+    Network<Small, Shape<2, 8, 8>> net(1);
+    const Tensor x = ramp(2, make_dims(2, 8, 8));
+    Tensor dy(2, make_dims(2));
+    dy[0] = 1.0f;
+    dy[3] = -0.5f;
+    net.forward(x);
+    net.backward(dy);
+    const std::vector<float> once(net.parameters().grads().begin(), net.parameters().grads().end());
+    double norm = 0;
+    for (float g : once) norm += std::abs(g);
+    CHECK(norm > 0);
+    net.backward(dy);
+    for (std::size_t i = 0; i < once.size(); ++i) CHECK(net.parameters().grads()[i] == doctest::Approx(2 * once[i]));
+    net.clear_grad();
+    for (float g : net.parameters().grads()) CHECK(g == 0.0f);
+}
+
+TEST_CASE("backward can also return the input gradient") {
+    Network<Small, Shape<2, 8, 8>> net(1);
+    const Tensor x = ramp(2, make_dims(2, 8, 8));
+    Tensor dy(2, make_dims(2)), dx(2, make_dims(2, 8, 8));
+    dy[1] = 1.0f;
+    net.forward(x);
+    net.backward(dy, dx);
+    double s = 0;
+    for (std::size_t i = 0; i < dx.size(); ++i) s += std::abs(dx[i]);
+    CHECK(s > 0);
+}
+
+TEST_CASE("dropout is active in train mode only, and the mask depends on the step") {
+    using D = Sequential<Flatten, Dropout<50>>;
+    Network<D, Shape<100>> net(5);
+    Tensor x(1, make_dims(100));
+    for (std::size_t i = 0; i < 100; ++i) x[i] = 1.0f;
+    CHECK(net.training());
+    auto copy = [](TensorView v) { return std::vector<float>(v.span().begin(), v.span().end()); };
+    net.forward(x);
+    const std::vector<float> a = copy(net.forward(x));  // step 1
+    CHECK(net.step() == 2);
+    net.set_step(0);
+    const std::vector<float> first = copy(net.forward(x));
+    net.set_step(1);
+    auto again = net.forward(x);
+    std::size_t zeros = 0, differ = 0;
+    for (std::size_t i = 0; i < 100; ++i) {
+        zeros += again[i] == 0.0f;
+        CHECK((again[i] == 0.0f || again[i] == 2.0f));
+        differ += first[i] != again[i];
+    }
+    CHECK(zeros > 20);
+    CHECK(zeros < 80);
+    CHECK(differ > 0);
+    for (std::size_t i = 0; i < 100; ++i) CHECK(a[i] == again[i]);  // step 1 again: the same mask
+    net.eval();
+    CHECK_FALSE(net.training());
+    auto y = net.forward(x);
+    for (std::size_t i = 0; i < 100; ++i) CHECK(y[i] == 1.0f);
+    CHECK(net.step() == 2);  // evaluation does not advance the step
+}
+
+TEST_CASE("a copied network is independent of the original") {
+    Network<Small, Shape<2, 8, 8>> a(2);
+    const Tensor x = ramp(3, make_dims(2, 8, 8));
+    const auto out = a.forward(x);
+    const std::vector<float> ya(out.span().begin(), out.span().end());
+    Network<Small, Shape<2, 8, 8>> b = a;
+    a.parameters().values()[0] += 1.0f;
+    auto yb = b.forward(x);
+    for (std::size_t i = 0; i < yb.size(); ++i) CHECK(yb[i] == ya[i]);
+    Network<Small, Shape<2, 8, 8>> c = std::move(b);
+    auto yc = c.forward(x);
+    for (std::size_t i = 0; i < yc.size(); ++i) CHECK(yc[i] == ya[i]);
+}
+
+TEST_CASE("batches may change size between steps") {
+    Network<Small, Shape<2, 8, 8>> net(4);
+    const Tensor big = ramp(8, make_dims(2, 8, 8));
+    const auto yb = net.forward(big);
+    const std::vector<float> first_two(yb.data(), yb.data() + 4);
+    Tensor small(2, make_dims(2, 8, 8));
+    std::copy(big.data(), big.data() + small.size(), small.data());
+    const auto ys = net.forward(small);
+    CHECK(ys.batch() == 2);
+    for (std::size_t i = 0; i < 4; ++i) CHECK(ys[i] == doctest::Approx(first_two[i]));
+    CHECK(net.forward(big).batch() == 8);
+}
+
+TEST_CASE("bad inputs to forward and backward are named errors") {
+    Network<Small, Shape<2, 8, 8>> net(4);
+    Tensor wrong(2, make_dims(2, 8, 7));
+    CHECK_THROWS_WITH_AS(net.forward(wrong), doctest::Contains("input has per-sample shape [2, 8, 7]"), shape_error);
+    CHECK_THROWS_WITH_AS(net.forward(Tensor(0, make_dims(2, 8, 8))), doctest::Contains("empty"), shape_error);
+    CHECK_THROWS_WITH_AS(net.backward(Tensor(2, make_dims(2))), doctest::Contains("call forward first"), value_error);
+    net.forward(ramp(3, make_dims(2, 8, 8)));
+    CHECK_THROWS_WITH_AS(net.backward(Tensor(2, make_dims(2))),
+                         doctest::Contains("dy has shape [2, 2], expected [3, 2]"), shape_error);
+    Tensor dx(3, make_dims(2, 8, 8));
+    CHECK_THROWS_WITH_AS(net.backward(Tensor(3, make_dims(2)), Tensor(3, make_dims(1)).view()),
+                         doctest::Contains("dx has shape"), shape_error);
+    CHECK_NOTHROW(net.backward(Tensor(3, make_dims(2)), dx));
+}
+
+TEST_CASE("the network type carries its facts") {
+    static_assert(std::is_same_v<CNN::output_shape, Shape<10>>);
+    static_assert(std::is_same_v<CNN::input_shape, Shape<1, 28, 28>>);
+    static_assert(std::is_same_v<CNN::value_type, float>);
+    static_assert(CNN::num_layers == 8);
+    static_assert(std::is_same_v<Network<Small, Shape<2, 8, 8>, cpu64>::value_type, double>);
+    CHECK(CNN(0).seed() == 0);
+}
