@@ -75,10 +75,13 @@ struct MnistSplits {
 /// training file with no more than `valid_count` samples keeps them all for training and
 /// validates on the test set, so tiny folders still train.
 inline MnistSplits load_mnist(const std::string& dir, std::size_t valid_count = 10000) {
-    LabeledImages train = read_idx_pair(find_idx_file(dir, "train-images-idx3-ubyte"),
-                                        find_idx_file(dir, "train-labels-idx1-ubyte"));
-    LabeledImages test = read_idx_pair(find_idx_file(dir, "t10k-images-idx3-ubyte"),
-                                       find_idx_file(dir, "t10k-labels-idx1-ubyte"));
+    // One statement per file, so the first missing file named is always the same one.
+    const std::string train_images = find_idx_file(dir, "train-images-idx3-ubyte");
+    const std::string train_labels = find_idx_file(dir, "train-labels-idx1-ubyte");
+    const std::string test_images = find_idx_file(dir, "t10k-images-idx3-ubyte");
+    const std::string test_labels = find_idx_file(dir, "t10k-labels-idx1-ubyte");
+    LabeledImages train = read_idx_pair(train_images, train_labels);
+    LabeledImages test = read_idx_pair(test_images, test_labels);
     if (train.rows != test.rows || train.cols != test.cols)
         throw format_error(detail::concat(dir, ": training images are ", train.rows, "x", train.cols,
                                           " but test images are ", test.rows, "x", test.cols));

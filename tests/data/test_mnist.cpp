@@ -1,0 +1,116 @@
+// The course's split of an MNIST-layout folder (50k / 10k / 10k), file lookup (.gz or raw), and
+// batches scaled to [-1, 1].
+#include <oar/data/mnist.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace fs = std::filesystem;
+using namespace oar;
+
+namespace {
+void put32(std::vector<std::uint8_t>& v, std::uint32_t x) {
+    for (int s = 24; s >= 0; s -= 8) v.push_back(static_cast<std::uint8_t>(x >> s));
+}
+
+/// Sample i has every pixel equal to i % 256 and label i % 10 (so slices are recognisable).
+void write_pair(const fs::path& dir, const std::string& prefix, std::size_t n, std::size_t rows = 4,
+                std::size_t cols = 3) {
+    std::vector<std::uint8_t> img, lab;
+    put32(img, 0x803);
+    put32(img, static_cast<std::uint32_t>(n));
+    put32(img, static_cast<std::uint32_t>(rows));
+    put32(img, static_cast<std::uint32_t>(cols));
+    put32(lab, 0x801);
+    put32(lab, static_cast<std::uint32_t>(n));
+    for (std::size_t i = 0; i < n; ++i) {
+        img.insert(img.end(), rows * cols, static_cast<std::uint8_t>(i % 256));
+        lab.push_back(static_cast<std::uint8_t>(i % 10));
+    }
+    std::ofstream(dir / (prefix + "-images-idx3-ubyte"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(img.data()), static_cast<std::streamsize>(img.size()));
+    std::ofstream(dir / (prefix + "-labels-idx1-ubyte"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(lab.data()), static_cast<std::streamsize>(lab.size()));
+}
+
+struct TempDir {
+    fs::path path = fs::temp_directory_path() / ("oar_test_mnist_" + std::to_string(::getpid()));
+    TempDir() { fs::create_directories(path); }
+    ~TempDir() { fs::remove_all(path); }
+};
+}  // namespace
+
+TEST_CASE("load_mnist keeps the last valid_count training samples for validation") {
+    TempDir t;
+    write_pair(t.path, "train", 60);
+    write_pair(t.path, "t10k", 10);
+    CHECK(data::is_mnist_dir(t.path.string()));
+    const auto s = data::load_mnist(t.path.string(), 12);
+    CHECK(s.train.count == 48);
+    CHECK(s.valid.count == 12);
+    CHECK(s.test.count == 10);
+    CHECK(s.train.labels[47] == 47 % 10);
+    CHECK(s.valid.labels[0] == 48 % 10);
+    CHECK(s.valid.pixels[0] == 48);  // the first validation image is training image 48
+    CHECK(s.valid.pixels.size() == 12 * 4 * 3);
+    CHECK(s.test.rows == 4);
+    CHECK(s.test.cols == 3);
+}
+
+TEST_CASE("a training file no larger than the validation split trains on all of it and validates on test") {
+    TempDir t;
+    write_pair(t.path, "train", 8);
+    write_pair(t.path, "t10k", 5);
+    const auto s = data::load_mnist(t.path.string(), 10);
+    CHECK(s.train.count == 8);
+    CHECK(s.valid.count == 5);
+    CHECK(s.test.count == 5);
+}
+
+TEST_CASE("missing files and mismatched image sizes are named errors") {
+    TempDir t;
+    CHECK_FALSE(data::is_mnist_dir(t.path.string()));
+    CHECK_THROWS_WITH_AS(data::load_mnist(t.path.string()),
+                         doctest::Contains("neither train-images-idx3-ubyte.gz nor train-images-idx3-ubyte exists"),
+                         io_error);
+    write_pair(t.path, "train", 20, 4, 3);
+    write_pair(t.path, "t10k", 5, 3, 4);
+    CHECK_THROWS_WITH_AS(data::load_mnist(t.path.string()),
+                         doctest::Contains("training images are 4x3 but test images are 3x4"), format_error);
+}
+
+TEST_CASE("fill_batch scales pixels to [-1, 1] and gathers the chosen samples") {
+    TempDir t;
+    write_pair(t.path, "train", 300);
+    write_pair(t.path, "t10k", 5);
+    const auto s = data::load_mnist(t.path.string(), 10);
+    Tensor x;
+    std::vector<std::int64_t> y;
+    const std::vector<std::size_t> idx{0, 255, 17};
+    data::fill_batch(s.train, idx, x, y);
+    CHECK(x.batch() == 3);
+    CHECK(x.dims() == make_dims(1, 4, 3));
+    CHECK(x[0] == -1.0f);                                        // pixel 0
+    CHECK(x[12] == doctest::Approx(1.0f));                       // pixel 255
+    CHECK(x[24] == doctest::Approx(17.0 / 127.5 - 1.0));         // pixel 17
+    CHECK(y == std::vector<std::int64_t>{0, 5, 7});
+    const std::vector<std::size_t> out_of_range{290};
+    CHECK_THROWS_WITH_AS(data::fill_batch(s.train, out_of_range, x, y),
+                         doctest::Contains("sample index 290 in a set of 290"), value_error);
+}
+
+TEST_CASE("slice refuses ranges past the end") {
+    data::LabeledImages s;
+    s.count = 3;
+    s.rows = s.cols = 1;
+    s.pixels = {1, 2, 3};
+    s.labels = {1, 2, 3};
+    CHECK(data::slice(s, 1, 2).pixels == std::vector<std::uint8_t>{2, 3});
+    CHECK_THROWS_WITH_AS(data::slice(s, 2, 2), doctest::Contains("slice [2, 4) of a set of 3 samples"), value_error);
+}

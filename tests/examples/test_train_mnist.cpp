@@ -1,0 +1,191 @@
+// train_mnist, the main job, run as a real process on IDX files written here: every model trains
+// and ends with the result line; bad flags and bad data print the reason and exit with status 2.
+#include <doctest/doctest.h>
+
+#include <zlib.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <sys/wait.h>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+    int status = -1;
+    std::string output;  // stdout and stderr
+};
+
+Run run(const std::string& args) {
+    const std::string cmd = std::string(TRAIN_MNIST) + " " + args + " 2>&1";
+    Run r;
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::array<char, 4096> buf{};
+    while (std::fgets(buf.data(), buf.size(), p)) r.output += buf.data();
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+void put32(std::vector<std::uint8_t>& v, std::uint32_t x) {
+    for (int s = 24; s >= 0; s -= 8) v.push_back(static_cast<std::uint8_t>(x >> s));
+}
+
+void write_gz(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
+    gzclose(f);
+}
+
+/// A learnable toy set in MNIST's layout: digit d is a bright vertical bar at column 2 + 2d.
+void write_set(const fs::path& dir, const std::string& prefix, std::size_t n) {
+    std::vector<std::uint8_t> images, labels;
+    put32(images, 0x00000803);
+    put32(images, static_cast<std::uint32_t>(n));
+    put32(images, 28);
+    put32(images, 28);
+    put32(labels, 0x00000801);
+    put32(labels, static_cast<std::uint32_t>(n));
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t d = (i * 7) % 10;
+        for (std::size_t y = 0; y < 28; ++y)
+            for (std::size_t x = 0; x < 28; ++x)
+                images.push_back(x == 2 + 2 * d || x == 3 + 2 * d ? 255 : static_cast<std::uint8_t>((x * y + i) % 17));
+        labels.push_back(static_cast<std::uint8_t>(d));
+    }
+    write_gz(dir / (prefix + "-images-idx3-ubyte.gz"), images);
+    write_gz(dir / (prefix + "-labels-idx1-ubyte.gz"), labels);
+}
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        path = fs::temp_directory_path() / ("oar_train_mnist_" + std::to_string(::getpid()));
+        fs::create_directories(path);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+const std::regex result_line(
+    R"(\nresult: dataset=mnist model=([a-z-]+) epochs=(\d+) test_accuracy=(\d\.\d{4}) train_images_per_sec=(\d+) seconds=(\d+\.\d)\n$)");
+
+}  // namespace
+
+TEST_CASE("train_mnist trains every course model and ends with the result line") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 240);
+    write_set(tmp.path, "t10k", 60);
+    for (const std::string model : {"linear", "sigmoid-mlp", "mlp", "cnn"}) {
+        const Run r = run("--data " + tmp.path.string() + " --model " + model +
+                          " --epochs 2 --batch-size 32 --log-every 2 --lr 0.003");
+        INFO(r.output);
+        REQUIRE(r.status == 0);
+        std::smatch m;
+        REQUIRE(std::regex_search(r.output, m, result_line));
+        CHECK(m[1] == model);
+        CHECK(m[2] == "2");
+        CHECK(r.output.find("dataset: mnist") != std::string::npos);
+        CHECK(r.output.find("train 240, valid 60, test 60 images") != std::string::npos);  // too few to split
+        CHECK(r.output.find("epoch: 1, batch: 6, loss is: ") != std::string::npos);       // the course's log line
+        CHECK(r.output.find("Total params: ") != std::string::npos);
+        if (model == "cnn" || model == "mlp") CHECK(std::stod(m[3]) >= 0.9);  // the bars are easy to learn
+    }
+}
+
+TEST_CASE("a dataset smaller than one batch still trains") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 7);
+    write_set(tmp.path, "t10k", 5);
+    const Run r = run("--data " + tmp.path.string() + " --model mlp --epochs 1 --batch-size 100");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(std::regex_search(r.output, result_line));
+}
+
+TEST_CASE("train_mnist reads raw (uncompressed) IDX files and $OAR_DATA") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 50);
+    write_set(tmp.path, "t10k", 20);
+    for (const auto& e : fs::directory_iterator(tmp.path)) {  // gunzip each file in place
+        const std::string gz = e.path().string();
+        gzFile f = gzopen(gz.c_str(), "rb");
+        std::vector<char> all(1 << 20);
+        const int n = gzread(f, all.data(), static_cast<unsigned>(all.size()));
+        gzclose(f);
+        std::ofstream(gz.substr(0, gz.size() - 3), std::ios::binary).write(all.data(), n);
+        fs::remove(gz);
+    }
+    const Run raw = run("--model linear --epochs 1 --log-every 0 --data " + tmp.path.string());
+    INFO(raw.output);
+    CHECK(raw.status == 0);
+    setenv("OAR_DATA", tmp.path.c_str(), 1);  // no --data: $OAR_DATA is used
+    const Run with_env = run("--model linear --epochs 1 --log-every 0");
+    unsetenv("OAR_DATA");
+    INFO(with_env.output);
+    CHECK(with_env.status == 0);
+    CHECK(with_env.output.find(tmp.path.string()) != std::string::npos);
+}
+
+TEST_CASE("bad flags print the reason and exit with status 2") {
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"--model resnet", "--model must be linear, sigmoid-mlp, mlp or cnn, got 'resnet'"},
+        {"--epochs 0", "--epochs needs an integer >= 1, got '0'"},
+        {"--epochs two", "--epochs needs an integer >= 1, got 'two'"},
+        {"--batch-size -5", "--batch-size needs an integer >= 1, got '-5'"},
+        {"--lr nan", "--lr needs a finite number >= 0, got 'nan'"},
+        {"--optimizer rmsprop", "--optimizer must be sgd, momentum, adagrad or adam"},
+        {"--frobnicate 1", "unknown flag '--frobnicate'"},
+        {"--data", "--data needs a value"},
+        {"stray", "unexpected argument 'stray'"},
+    };
+    for (const auto& [args, message] : cases) {
+        const Run r = run(args);
+        INFO(args, " -> ", r.output);
+        CHECK(r.status == 2);
+        CHECK(r.output.find("train_mnist: oar: " + message) != std::string::npos);
+    }
+    const Run help = run("--help");
+    CHECK(help.status == 0);
+    CHECK(help.output.find("usage: train_mnist") != std::string::npos);
+}
+
+TEST_CASE("unreadable or bad data prints the reason and exits with status 2") {
+    TempDir tmp;
+    const Run missing = run("--data " + (tmp.path / "nope").string());
+    CHECK(missing.status == 2);
+    CHECK(missing.output.find("nope (--data): no such file or folder") != std::string::npos);
+
+    const Run empty_dir = run("--data " + tmp.path.string());
+    CHECK(empty_dir.status == 2);
+    CHECK(empty_dir.output.find("neither train-images-idx3-ubyte.gz nor train-images-idx3-ubyte exists") !=
+          std::string::npos);
+
+    write_set(tmp.path, "train", 30);
+    write_set(tmp.path, "t10k", 10);
+    // a label file whose header promises more labels than the file has
+    std::vector<std::uint8_t> labels;
+    put32(labels, 0x00000801);
+    put32(labels, 1000);
+    labels.push_back(3);
+    write_gz(tmp.path / "t10k-labels-idx1-ubyte.gz", labels);
+    const Run bad = run("--data " + tmp.path.string());
+    INFO(bad.output);
+    CHECK(bad.status == 2);
+    CHECK(bad.output.find("t10k-labels-idx1-ubyte.gz: IDX header claims 1000 at dimension 0 (offset 4)") !=
+          std::string::npos);
+
+    // a corrupt gzip stream
+    std::ofstream(tmp.path / "t10k-labels-idx1-ubyte.gz", std::ios::binary) << "\x1f\x8b\x08 this is not deflate";
+    const Run corrupt = run("--data " + tmp.path.string());
+    CHECK(corrupt.status == 2);
+    CHECK(corrupt.output.find("t10k-labels-idx1-ubyte.gz: ") != std::string::npos);
+}
