@@ -7,19 +7,10 @@
 #include <concepts> // std::same_as
 #include <cstddef>  // std::size_t
 
-#include <xsimd/xsimd.hpp>  // xsimd::batch, select, exp, tanh
+#include "../../core/simd.hpp"  // xsimd::batch, select, exp, tanh
 
 #include "../../config.hpp"  // OAR_HOST_DEVICE, OAR_RESTRICT
 #include "../dispatch.hpp"   // kernel, op::map, op::map_backward
-
-// g++ 12 reports a false -Wmaybe-uninitialized inside its own AVX-512 intrinsics when xsimd's
-// exp/tanh are inlined here (the "undefined" register idiom; -Wuninitialized under sanitizers);
-// the values are all defined.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"  // the same idiom, as the sanitizer builds see it
-#endif
 
 namespace oar {
 
@@ -96,7 +87,3 @@ struct kernel<op::map_backward, basic_cpu<T>> {
 };
 
 }  // namespace oar
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

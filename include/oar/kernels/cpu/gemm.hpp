@@ -11,7 +11,7 @@
 #include <algorithm>  // std::fill, std::min
 #include <cstddef>    // std::size_t
 
-#include <xsimd/xsimd.hpp>  // xsimd::batch, fma
+#include "../../core/simd.hpp"  // xsimd::batch, fma
 
 #include "../../config.hpp"        // OAR_ALWAYS_INLINE
 #include "../../core/aligned.hpp"  // aligned_vector
