@@ -2,90 +2,33 @@
 // every malformed input rejected with an oar error that names the file and the position.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
-#include <chrono>      // std::chrono, unique directory names and the "throws quickly" check
-#include <cstddef>     // std::size_t
-#include <cstdint>     // std::uint8_t, std::uint32_t, std::int64_t
-#include <filesystem>  // std::filesystem
-#include <fstream>     // std::ofstream
-#include <random>      // std::random_device
-#include <string>      // std::string
-#include <vector>      // std::vector
-
-#include <zlib.h>  // gzopen, gzwrite, gzclose: writing the .gz inputs
+#include <chrono>   // std::chrono: the "throws quickly" check
+#include <cstddef>  // std::size_t
+#include <cstdint>  // std::uint8_t, std::uint32_t, std::int64_t
+#include <string>   // std::string
+#include <vector>   // std::vector
 
 #include <oar/data/idx.hpp>  // under test
 
-namespace fs = std::filesystem;
-using bytes = std::vector<std::uint8_t>;
+#include "support/errors.hpp"     // oar_test::message_of, contains: checking the error messages
+#include "support/files.hpp"      // oar_test::write_raw, write_gzip: the files read back
+#include "support/idx_files.hpp"  // oar_test::idx_bytes: well-formed IDX bytes to write or damage
+#include "support/temp_dir.hpp"   // oar_test::TempDir: where the files go
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        const auto tick = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-        path = fs::temp_directory_path() /
-               ("oar_test_idx_" + std::to_string(std::random_device{}()) + "_" + std::to_string(tick));
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-void put_be32(bytes& b, std::uint32_t v) {
-    b.push_back(static_cast<std::uint8_t>(v >> 24));
-    b.push_back(static_cast<std::uint8_t>(v >> 16));
-    b.push_back(static_cast<std::uint8_t>(v >> 8));
-    b.push_back(static_cast<std::uint8_t>(v));
-}
-
-/// An IDX file of unsigned bytes: 00 00 08 rank, big-endian dims, then `values`.
-bytes idx_bytes(const std::vector<std::uint32_t>& dims, const bytes& values) {
-    bytes b{0x00, 0x00, 0x08, static_cast<std::uint8_t>(dims.size())};
-    for (std::uint32_t d : dims) put_be32(b, d);
-    b.insert(b.end(), values.begin(), values.end());
-    return b;
-}
-
-void write_raw(const std::string& path, const bytes& data) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-    REQUIRE(f.good());
-}
-
-void write_gzip(const std::string& path, const bytes& data) {
-    gzFile f = gzopen(path.c_str(), "wb");
-    REQUIRE(f != nullptr);
-    if (!data.empty()) REQUIRE(gzwrite(f, data.data(), static_cast<unsigned>(data.size())) == static_cast<int>(data.size()));
-    REQUIRE(gzclose(f) == Z_OK);
-}
+using oar_test::bytes;
+using oar_test::contains;
+using oar_test::idx_bytes;
+using oar_test::message_of;
+using oar_test::TempDir;
+using oar_test::write_gzip;
+using oar_test::write_raw;
 
 bytes counting_values(std::size_t n) {
     bytes v(n);
     for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
     return v;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-/// Runs f, requires it to throw exactly E (an oar error) and returns its message.
-template <class E, class F>
-std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const E& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        FAIL("threw another exception: " << e.what());
-        return {};
-    }
-    FAIL("did not throw");
-    return {};
 }
 
 /// read_idx on `content` (written raw to `path`) throws format_error mentioning the path and each part.

@@ -6,44 +6,29 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
+
+#include "support/files.hpp"      // oar_test::write_raw: the IDX files
+#include "support/idx_files.hpp"  // oar_test::idx_bytes: their contents
+#include "support/temp_dir.hpp"   // oar_test::TempDir: the MNIST-layout folder
 
 namespace fs = std::filesystem;
 using namespace oar;
+using oar_test::TempDir;
 
 namespace {
-void put32(std::vector<std::uint8_t>& v, std::uint32_t x) {
-    for (int s = 24; s >= 0; s -= 8) v.push_back(static_cast<std::uint8_t>(x >> s));
-}
-
 /// Sample i has every pixel equal to i % 256 and label i % 10 (so slices are recognisable).
-void write_pair(const fs::path& dir, const std::string& prefix, std::size_t n, std::size_t rows = 4,
-                std::size_t cols = 3) {
-    std::vector<std::uint8_t> img, lab;
-    put32(img, 0x803);
-    put32(img, static_cast<std::uint32_t>(n));
-    put32(img, static_cast<std::uint32_t>(rows));
-    put32(img, static_cast<std::uint32_t>(cols));
-    put32(lab, 0x801);
-    put32(lab, static_cast<std::uint32_t>(n));
-    for (std::size_t i = 0; i < n; ++i) {
-        img.insert(img.end(), rows * cols, static_cast<std::uint8_t>(i % 256));
-        lab.push_back(static_cast<std::uint8_t>(i % 10));
+void write_pair(const fs::path& dir, const std::string& prefix, std::uint32_t n, std::uint32_t rows = 4,
+                std::uint32_t cols = 3) {
+    oar_test::bytes pixels, labels;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        pixels.insert(pixels.end(), rows * cols, static_cast<std::uint8_t>(i % 256));
+        labels.push_back(static_cast<std::uint8_t>(i % 10));
     }
-    std::ofstream(dir / (prefix + "-images-idx3-ubyte"), std::ios::binary)
-        .write(reinterpret_cast<const char*>(img.data()), static_cast<std::streamsize>(img.size()));
-    std::ofstream(dir / (prefix + "-labels-idx1-ubyte"), std::ios::binary)
-        .write(reinterpret_cast<const char*>(lab.data()), static_cast<std::streamsize>(lab.size()));
+    oar_test::write_raw(dir / (prefix + "-images-idx3-ubyte"), oar_test::idx_bytes({n, rows, cols}, pixels));
+    oar_test::write_raw(dir / (prefix + "-labels-idx1-ubyte"), oar_test::idx_bytes({n}, labels));
 }
-
-struct TempDir {
-    fs::path path = fs::temp_directory_path() / ("oar_test_mnist_" + std::to_string(::getpid()));
-    TempDir() { fs::create_directories(path); }
-    ~TempDir() { fs::remove_all(path); }
-};
 }  // namespace
 
 TEST_CASE("load_mnist keeps the last valid_count training samples for validation") {

@@ -14,6 +14,10 @@
 #include <sys/wait.h>
 #include <vector>
 
+#include "support/files.hpp"      // oar_test::write_gzip: the .gz inputs
+#include "support/idx_files.hpp"  // oar_test::idx_bytes: their contents
+#include "support/temp_dir.hpp"   // oar_test::TempDir: the data folder
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -35,26 +39,9 @@ Run run(const std::string& args) {
     return r;
 }
 
-void put32(std::vector<std::uint8_t>& v, std::uint32_t x) {
-    for (int s = 24; s >= 0; s -= 8) v.push_back(static_cast<std::uint8_t>(x >> s));
-}
-
-void write_gz(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
-    gzFile f = gzopen(path.c_str(), "wb");
-    REQUIRE(f != nullptr);
-    REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
-    gzclose(f);
-}
-
 /// A learnable toy set in MNIST's layout: digit d is a bright vertical bar at column 2 + 2d.
-void write_set(const fs::path& dir, const std::string& prefix, std::size_t n) {
-    std::vector<std::uint8_t> images, labels;
-    put32(images, 0x00000803);
-    put32(images, static_cast<std::uint32_t>(n));
-    put32(images, 28);
-    put32(images, 28);
-    put32(labels, 0x00000801);
-    put32(labels, static_cast<std::uint32_t>(n));
+void write_set(const fs::path& dir, const std::string& prefix, std::uint32_t n) {
+    oar_test::bytes images, labels;
     for (std::size_t i = 0; i < n; ++i) {
         const std::size_t d = (i * 7) % 10;
         for (std::size_t y = 0; y < 28; ++y)
@@ -62,18 +49,11 @@ void write_set(const fs::path& dir, const std::string& prefix, std::size_t n) {
                 images.push_back(x == 2 + 2 * d || x == 3 + 2 * d ? 255 : static_cast<std::uint8_t>((x * y + i) % 17));
         labels.push_back(static_cast<std::uint8_t>(d));
     }
-    write_gz(dir / (prefix + "-images-idx3-ubyte.gz"), images);
-    write_gz(dir / (prefix + "-labels-idx1-ubyte.gz"), labels);
+    oar_test::write_gzip(dir / (prefix + "-images-idx3-ubyte.gz"), oar_test::idx_bytes({n, 28, 28}, images));
+    oar_test::write_gzip(dir / (prefix + "-labels-idx1-ubyte.gz"), oar_test::idx_bytes({n}, labels));
 }
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() / ("oar_train_mnist_" + std::to_string(::getpid()));
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
+using oar_test::TempDir;
 
 const std::regex result_line(
     R"(\nresult: dataset=mnist model=([a-z-]+) epochs=(\d+) test_accuracy=(\d\.\d{4}) train_images_per_sec=(\d+) seconds=(\d+\.\d)\n$)");
@@ -147,7 +127,9 @@ TEST_CASE("bad flags print the reason and exit with status 2") {
         {"--data", "--data needs a value"},
         {"stray", "unexpected argument 'stray'"},
     };
-    for (const auto& [args, message] : cases) {
+    for (const auto& c : cases) {  // (no structured bindings: clang 14 cannot capture them in INFO)
+        const std::string& args = c.first;
+        const std::string& message = c.second;
         const Run r = run(args);
         INFO(args, " -> ", r.output);
         CHECK(r.status == 2);
@@ -172,11 +154,7 @@ TEST_CASE("unreadable or bad data prints the reason and exits with status 2") {
     write_set(tmp.path, "train", 30);
     write_set(tmp.path, "t10k", 10);
     // a label file whose header promises more labels than the file has
-    std::vector<std::uint8_t> labels;
-    put32(labels, 0x00000801);
-    put32(labels, 1000);
-    labels.push_back(3);
-    write_gz(tmp.path / "t10k-labels-idx1-ubyte.gz", labels);
+    oar_test::write_gzip(tmp.path / "t10k-labels-idx1-ubyte.gz", oar_test::idx_bytes({1000}, {3}));
     const Run bad = run("--data " + tmp.path.string());
     INFO(bad.output);
     CHECK(bad.status == 2);

@@ -3,67 +3,28 @@
 // temporary directory that is removed afterwards.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
-#include <algorithm>   // std::min
-#include <chrono>      // std::chrono::steady_clock, for a unique directory name
-#include <cstddef>     // std::size_t
-#include <cstdint>     // std::uint8_t, std::uint64_t
-#include <filesystem>  // std::filesystem
-#include <fstream>     // std::ofstream, std::ifstream
-#include <iterator>    // std::istreambuf_iterator
-#include <random>      // std::random_device
+#include <cstddef>     // std::size_t, std::ptrdiff_t
+#include <cstdint>     // std::uint8_t, std::uint32_t
+#include <filesystem>  // std::filesystem::create_directory
 #include <string>      // std::string
-#include <vector>      // std::vector
-
-#include <zlib.h>  // gzopen, gzwrite, gzclose: writing the gzip inputs
 
 #include <oar/io/gzip.hpp>  // under test
 
+#include "support/errors.hpp"    // oar_test::contains: checking the error messages
+#include "support/files.hpp"     // oar_test::write_raw, read_raw, write_gzip, append_gzip: the inputs
+#include "support/temp_dir.hpp"  // oar_test::TempDir: where the inputs go
+
 namespace fs = std::filesystem;
-using bytes = std::vector<std::uint8_t>;
 
 namespace {
 
-/// A fresh directory under the system's temporary directory, removed with everything in it.
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        const auto tick = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-        path = fs::temp_directory_path() / ("oar_test_gzip_" + std::to_string(std::random_device{}()) + "_" +
-                                            std::to_string(tick));
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-void write_raw(const std::string& path, const bytes& data) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-    REQUIRE(f.good());
-}
-
-bytes read_raw(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-/// Writes `data` gzip-compressed with zlib; mode "wb" creates, "ab" appends another gzip member.
-void write_gzip(const std::string& path, const bytes& data, const char* mode = "wb") {
-    gzFile f = gzopen(path.c_str(), mode);
-    REQUIRE(f != nullptr);
-    std::size_t done = 0;
-    while (done < data.size()) {  // gzwrite takes an unsigned count
-        const unsigned n = static_cast<unsigned>(std::min<std::size_t>(data.size() - done, 1u << 20));
-        REQUIRE(gzwrite(f, data.data() + done, n) == static_cast<int>(n));
-        done += n;
-    }
-    REQUIRE(gzclose(f) == Z_OK);
-}
+using oar_test::append_gzip;
+using oar_test::bytes;
+using oar_test::contains;
+using oar_test::read_raw;
+using oar_test::TempDir;
+using oar_test::write_gzip;
+using oar_test::write_raw;
 
 /// Deterministic bytes that compress somewhat (so the deflate stream has real structure).
 bytes sample_bytes(std::size_t n, std::uint32_t seed = 1) {
@@ -75,8 +36,6 @@ bytes sample_bytes(std::size_t n, std::uint32_t seed = 1) {
     }
     return b;
 }
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -119,8 +78,8 @@ TEST_CASE("read_maybe_gzip reads every member of a multi-member gzip file") {
     TempDir dir;
     const std::string path = dir.file("two.gz");
     const bytes a = sample_bytes(5000, 1), b = sample_bytes(3000, 2);
-    write_gzip(path, a, "wb");
-    write_gzip(path, b, "ab");
+    write_gzip(path, a);
+    append_gzip(path, b);
     bytes both = a;
     both.insert(both.end(), b.begin(), b.end());
     CHECK(oar::io::read_maybe_gzip(path) == both);

@@ -8,21 +8,16 @@
 
 #include <cmath>    // std::exp, std::tanh, std::abs
 #include <cstddef>  // std::size_t
-#include <cstdint>  // std::uint64_t
 
 #include <oar/nn/network.hpp>         // Network: runs the layer
 #include <oar/nn/sequential.hpp>      // Sequential
 #include <oar/testing/gradcheck.hpp>  // gradcheck_layer
 
+#include "support/random.hpp"  // oar_test::fill_random: seeded inputs
+
 namespace {
 
-double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
+using oar_test::fill_random;
 
 template <class L, class In>
 void check_gradients(double input_scale = 1.0) {
@@ -40,8 +35,7 @@ void check_elementwise_forward(F f) {
     constexpr std::size_t batch = 3, n = 37;
     oar::Network<oar::Sequential<L>, oar::Shape<n>> net;
     oar::Tensor x(batch, oar::make_dims(n));
-    std::uint64_t seed = 21;
-    for (auto& v : x.span()) v = static_cast<float>(6.0 * rand_unit(seed));
+    fill_random(x.span(), 21, 6.0);
     const auto y = net.forward(x.view());
     REQUIRE(y.dims() == oar::make_dims(n));
     std::size_t bad = 0;
@@ -82,8 +76,7 @@ TEST_CASE("Softmax normalises each row of the last dimension separately") {
     constexpr std::size_t batch = 2, rows = 3, cols = 5;
     oar::Network<oar::Sequential<oar::Softmax>, oar::Shape<rows, cols>> net;
     oar::Tensor x(batch, oar::make_dims(rows, cols));
-    std::uint64_t seed = 5;
-    for (auto& v : x.span()) v = static_cast<float>(4.0 * rand_unit(seed));
+    fill_random(x.span(), 5, 4.0);
     const auto y = net.forward(x.view());
     for (std::size_t r = 0; r < batch * rows; ++r) {
         double s = 0.0;

@@ -8,8 +8,6 @@
 
 #include <cmath>    // std::abs
 #include <cstddef>  // std::size_t, std::ptrdiff_t
-#include <cstdint>  // std::uint64_t
-#include <span>     // std::span
 #include <string>   // std::string
 #include <vector>   // std::vector
 
@@ -17,19 +15,11 @@
 #include <oar/nn/sequential.hpp>      // Sequential
 #include <oar/testing/gradcheck.hpp>  // gradcheck_layer
 
+#include "support/random.hpp"  // oar_test::fill_random: seeded inputs and parameters
+
 namespace {
 
-double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
-
-void fill(std::span<float> v, std::uint64_t seed) {
-    for (auto& x : v) x = static_cast<float>(rand_unit(seed));
-}
+using oar_test::fill_random;
 
 using Course = oar::Conv2D<1, 20, 5, 1, 2>;
 constexpr oar::Dims mnist = oar::make_dims(1, 28, 28);
@@ -44,13 +34,13 @@ void check_against_direct_loops() {
     constexpr std::size_t OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
     oar::Network<oar::Sequential<oar::Conv2D<InC, OutC, K, S, P>>, oar::Shape<InC, H, W>> net(11);
     auto& ps = net.parameters();
-    fill(ps.value(ps.entry("0.bias")), 3);
+    fill_random(ps.value(ps.entry("0.bias")), 3);
     const auto w = ps.value(ps.entry("0.weight"));  // (OutC, InC, K, K)
     const auto b = ps.value(ps.entry("0.bias"));
     oar::Tensor x(batch, oar::make_dims(InC, H, W)), dy(batch, oar::make_dims(OutC, OH, OW)),
         dx(batch, oar::make_dims(InC, H, W));
-    fill(x.span(), 4);
-    fill(dy.span(), 5);
+    fill_random(x.span(), 4);
+    fill_random(dy.span(), 5);
     for (auto& v : dx.span()) v = 1e6f;  // backward must overwrite dx, not add to it
     const auto y = net.forward(x.view());
     REQUIRE(y.dims() == oar::make_dims(OutC, OH, OW));

@@ -8,27 +8,17 @@
 
 #include <cmath>    // std::abs
 #include <cstddef>  // std::size_t
-#include <cstdint>  // std::uint64_t
-#include <span>     // std::span
 #include <vector>   // std::vector
 
 #include <oar/nn/network.hpp>         // Network: runs the layer with its parameters
 #include <oar/nn/sequential.hpp>      // Sequential
 #include <oar/testing/gradcheck.hpp>  // gradcheck_layer
 
+#include "support/random.hpp"  // oar_test::fill_random: seeded inputs and parameters
+
 namespace {
 
-double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
-
-void fill(std::span<float> v, std::uint64_t seed) {
-    for (auto& x : v) x = static_cast<float>(rand_unit(seed));
-}
+using oar_test::fill_random;
 
 using L35 = oar::Linear<3, 5>;
 
@@ -74,12 +64,12 @@ TEST_CASE("Linear forward computes y = x W + b with W stored [In, Out]") {
     CHECK(sd[0].dims == oar::make_dims(In, Out));
     CHECK(sd[1].key == "0.bias");
     CHECK(sd[1].dims == oar::make_dims(Out));
-    fill(net.parameters().value(net.parameters().entry("0.bias")), 17);  // a non-zero bias
+    fill_random(net.parameters().value(net.parameters().entry("0.bias")), 17);  // a non-zero bias
     const auto W = net.state_dict()[0].values;
     const auto b = net.state_dict()[1].values;
 
     oar::Tensor x(batch, oar::make_dims(In));
-    fill(x.span(), 5);
+    fill_random(x.span(), 5);
     const auto y = net.forward(x.view());
     REQUIRE(y.batch() == batch);
     REQUIRE(y.dims() == oar::make_dims(Out));
@@ -96,11 +86,11 @@ TEST_CASE("Linear forward computes y = x W + b with W stored [In, Out]") {
 TEST_CASE("Linear on a rank-2 input applies the same W and b to every row of every sample") {
     constexpr std::size_t R = 3, In = 4, Out = 6, batch = 2;
     oar::Network<oar::Sequential<oar::Linear<In, Out>>, oar::Shape<R, In>> net(4);
-    fill(net.parameters().value(net.parameters().entry("0.bias")), 18);
+    fill_random(net.parameters().value(net.parameters().entry("0.bias")), 18);
     const auto W = net.state_dict()[0].values;
     const auto b = net.state_dict()[1].values;
     oar::Tensor x(batch, oar::make_dims(R, In));
-    fill(x.span(), 6);
+    fill_random(x.span(), 6);
     const auto y = net.forward(x.view());
     REQUIRE(y.dims() == oar::make_dims(R, Out));
     for (std::size_t row = 0; row < batch * R; ++row)
@@ -117,8 +107,8 @@ TEST_CASE("Linear backward gives dW = x^T dy, db = sum dy, dx = dy W^T, and para
     const auto& ps = net.parameters();
     const auto W = net.state_dict()[0].values;
     oar::Tensor x(batch, oar::make_dims(In)), dy(batch, oar::make_dims(Out)), dx(batch, oar::make_dims(In));
-    fill(x.span(), 7);
-    fill(dy.span(), 8);
+    fill_random(x.span(), 7);
+    fill_random(dy.span(), 8);
     for (auto& v : dx.span()) v = 1e6f;  // backward must overwrite dx, not add to it
     net.forward(x.view());
     net.clear_grad();

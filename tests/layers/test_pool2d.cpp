@@ -7,21 +7,16 @@
 
 #include <cmath>    // std::abs
 #include <cstddef>  // std::size_t
-#include <cstdint>  // std::uint64_t
 
 #include <oar/nn/network.hpp>         // Network: runs the layer
 #include <oar/nn/sequential.hpp>      // Sequential
 #include <oar/testing/gradcheck.hpp>  // gradcheck_layer
 
+#include "support/random.hpp"  // oar_test::fill_random: seeded inputs
+
 namespace {
 
-double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
+using oar_test::fill_random;
 
 template <class L, class In>
 void check_gradients() {
@@ -37,8 +32,7 @@ void check_forward() {
     constexpr std::size_t batch = 2, OH = (H - K) / S + 1, OW = (W - K) / S + 1;
     oar::Network<oar::Sequential<L>, oar::Shape<C, H, W>> net;
     oar::Tensor x(batch, oar::make_dims(C, H, W));
-    std::uint64_t seed = 9;
-    for (auto& v : x.span()) v = static_cast<float>(rand_unit(seed));
+    fill_random(x.span(), 9);
     const auto y = net.forward(x.view());
     REQUIRE(y.dims() == oar::make_dims(C, OH, OW));
     std::size_t bad = 0;

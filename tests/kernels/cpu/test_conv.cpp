@@ -12,22 +12,11 @@
 #include <string>   // std::string
 #include <vector>   // std::vector
 
+#include "support/random.hpp"  // oar_test::random_vector: seeded inputs
+
 namespace {
 
-double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
-
-template <class T>
-std::vector<T> random_vector(std::size_t n, std::uint64_t seed) {
-    std::vector<T> v(n);
-    for (auto& x : v) x = static_cast<T>(rand_unit(seed));
-    return v;
-}
+using oar_test::random_vector;
 
 // (channels, height, width, kernel, stride, pad)
 constexpr oar::ConvGeometry geometries[] = {
@@ -40,17 +29,39 @@ std::string describe(const oar::ConvGeometry& g) {
            " K=" + std::to_string(g.kernel) + " S=" + std::to_string(g.stride) + " P=" + std::to_string(g.pad);
 }
 
-/// x(c, iy, ix) with zero outside the image (iy, ix in padded coordinates minus pad).
+/// Whether image coordinates (iy, ix) (padded coordinates minus pad) fall inside the image.
+bool inside(const oar::ConvGeometry& g, std::ptrdiff_t iy, std::ptrdiff_t ix) {
+    return iy >= 0 && ix >= 0 && iy < static_cast<std::ptrdiff_t>(g.height) &&
+           ix < static_cast<std::ptrdiff_t>(g.width);
+}
+
+/// Index of x(c, iy, ix) in a (C, H, W) image; (iy, ix) must be inside.
+std::size_t pixel(const oar::ConvGeometry& g, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) {
+    return (c * g.height + static_cast<std::size_t>(iy)) * g.width + static_cast<std::size_t>(ix);
+}
+
+/// x(c, iy, ix) with zero outside the image.
 double at_padded(const oar::ConvGeometry& g, const std::vector<double>& x, std::size_t c, std::ptrdiff_t iy,
                  std::ptrdiff_t ix) {
-    if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(g.height) ||
-        ix >= static_cast<std::ptrdiff_t>(g.width))
-        return 0.0;
-    return x[(c * g.height + static_cast<std::size_t>(iy)) * g.width + static_cast<std::size_t>(ix)];
+    return inside(g, iy, ix) ? x[pixel(g, c, iy, ix)] : 0.0;
 }
 
 std::ptrdiff_t in_coord(const oar::ConvGeometry& g, std::size_t o, std::size_t k) {
     return static_cast<std::ptrdiff_t>(o * g.stride + k) - static_cast<std::ptrdiff_t>(g.pad);
+}
+
+/// The definition of the column matrix: calls f(i, c, iy, ix) for each of its entries, i being the
+/// index of row (c, ky, kx), column (oy, ox), and (iy, ix) the image coordinates that entry reads.
+template <class F>
+void for_each_col_entry(const oar::ConvGeometry& g, F f) {
+    const std::size_t K = g.kernel, ow = g.out_width();
+    for (std::size_t c = 0; c < g.channels; ++c)
+        for (std::size_t ky = 0; ky < K; ++ky)
+            for (std::size_t kx = 0; kx < K; ++kx)
+                for (std::size_t oy = 0; oy < g.out_height(); ++oy)
+                    for (std::size_t ox = 0; ox < ow; ++ox)
+                        f(((c * K + ky) * K + kx) * g.col_cols() + oy * ow + ox, c, in_coord(g, oy, ky),
+                          in_coord(g, ox, kx));
 }
 
 }  // namespace
@@ -71,15 +82,9 @@ TEST_CASE("im2col writes every window element of the padded image, zeros in the 
         std::vector<double> col(g.col_rows() * g.col_cols(), -777.0);
         oar::kernel<oar::op::im2col, oar::cpu64>::run(g, x.data(), col.data());
         std::size_t bad = 0;
-        const std::size_t K = g.kernel, ow = g.out_width();
-        for (std::size_t c = 0; c < g.channels; ++c)
-            for (std::size_t ky = 0; ky < K; ++ky)
-                for (std::size_t kx = 0; kx < K; ++kx)
-                    for (std::size_t oy = 0; oy < g.out_height(); ++oy)
-                        for (std::size_t ox = 0; ox < ow; ++ox) {
-                            const double want = at_padded(g, x, c, in_coord(g, oy, ky), in_coord(g, ox, kx));
-                            bad += col[((c * K + ky) * K + kx) * g.col_cols() + oy * ow + ox] != want;
-                        }
+        for_each_col_entry(g, [&](std::size_t i, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) {
+            bad += col[i] != at_padded(g, x, c, iy, ix);
+        });
         CHECK(bad == 0);
     }
 }
@@ -103,10 +108,7 @@ TEST_CASE("im2col followed by a matrix product equals a direct convolution loop"
                             for (std::size_t kx = 0; kx < K; ++kx) {
                                 const std::ptrdiff_t iy = in_coord(g, oy, ky), ix = in_coord(g, ox, kx);
                                 const double wv = w[((o * g.channels + c) * K + ky) * K + kx];
-                                if (iy >= 0 && ix >= 0 && iy < static_cast<std::ptrdiff_t>(g.height) &&
-                                    ix < static_cast<std::ptrdiff_t>(g.width))
-                                    direct += wv * x[(c * g.height + static_cast<std::size_t>(iy)) * g.width +
-                                                     static_cast<std::size_t>(ix)];
+                                if (inside(g, iy, ix)) direct += wv * x[pixel(g, c, iy, ix)];
                             }
                     for (std::size_t r = 0; r < g.col_rows(); ++r)
                         via_col += static_cast<double>(w[o * g.col_rows() + r]) * col[r * g.col_cols() + oy * ow + ox];
@@ -123,20 +125,9 @@ TEST_CASE("col2im adds each column entry back to the pixel it was read from") {
         const auto dx0 = random_vector<double>(g.channels * g.height * g.width, 9);
         std::vector<double> dx = dx0, want = dx0;  // col2im accumulates into dx
         oar::kernel<oar::op::col2im, oar::cpu64>::run(g, col.data(), dx.data());
-        const std::size_t K = g.kernel, ow = g.out_width();
-        for (std::size_t c = 0; c < g.channels; ++c)
-            for (std::size_t ky = 0; ky < K; ++ky)
-                for (std::size_t kx = 0; kx < K; ++kx)
-                    for (std::size_t oy = 0; oy < g.out_height(); ++oy)
-                        for (std::size_t ox = 0; ox < ow; ++ox) {
-                            const std::ptrdiff_t iy = in_coord(g, oy, ky), ix = in_coord(g, ox, kx);
-                            if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(g.height) ||
-                                ix >= static_cast<std::ptrdiff_t>(g.width))
-                                continue;
-                            want[(c * g.height + static_cast<std::size_t>(iy)) * g.width +
-                                 static_cast<std::size_t>(ix)] +=
-                                col[((c * K + ky) * K + kx) * g.col_cols() + oy * ow + ox];
-                        }
+        for_each_col_entry(g, [&](std::size_t i, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) {
+            if (inside(g, iy, ix)) want[pixel(g, c, iy, ix)] += col[i];
+        });
         std::size_t bad = 0;
         for (std::size_t i = 0; i < dx.size(); ++i) bad += std::abs(dx[i] - want[i]) > 1e-12;
         CHECK(bad == 0);

@@ -13,15 +13,11 @@
 #include <string>   // std::string
 #include <vector>   // std::vector
 
+#include "support/random.hpp"  // oar_test::rand_unit: seeded inputs
+
 namespace {
 
-double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
+using oar_test::rand_unit;
 
 /// Inputs in [-8, 8), with exact zeros sprinkled in (relu's kink).
 template <class T>

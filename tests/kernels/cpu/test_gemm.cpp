@@ -16,18 +16,12 @@
 #include <string>    // std::string
 #include <vector>    // std::vector
 
+#include "support/random.hpp"  // oar_test::rand_unit: deterministic A, B and C
+
 namespace {
 
 using oar::Trans;
-
-/// Deterministic values in [-1, 1) (splitmix64), independent of the standard library.
-double rand_unit(std::uint64_t& state) {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
+using oar_test::rand_unit;
 
 struct GemmCase {
     Trans ta, tb;

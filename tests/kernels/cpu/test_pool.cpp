@@ -7,27 +7,15 @@
 
 #include <cmath>    // std::abs, std::isnan
 #include <cstddef>  // std::size_t
-#include <cstdint>  // std::uint64_t
 #include <limits>   // std::numeric_limits
 #include <string>   // std::string
 #include <vector>   // std::vector
 
+#include "support/random.hpp"  // oar_test::random_vector: seeded inputs
+
 namespace {
 
-double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
-
-template <class T>
-std::vector<T> random_vector(std::size_t n, std::uint64_t seed) {
-    std::vector<T> v(n);
-    for (auto& x : v) x = static_cast<T>(rand_unit(seed));
-    return v;
-}
+using oar_test::random_vector;
 
 // Pooling windows (no padding): (channels, height, width, kernel, stride, 0)
 constexpr oar::ConvGeometry geometries[] = {

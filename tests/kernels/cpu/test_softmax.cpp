@@ -8,25 +8,14 @@
 
 #include <cmath>    // std::exp, std::log, std::isfinite
 #include <cstddef>  // std::size_t
-#include <cstdint>  // std::int64_t, std::uint64_t
+#include <cstdint>  // std::int64_t
 #include <vector>   // std::vector
+
+#include "support/random.hpp"  // oar_test::random_vector: seeded, scaled inputs
 
 namespace {
 
-double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
-
-template <class T>
-std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-    std::vector<T> v(n);
-    for (auto& x : v) x = static_cast<T>(scale * rand_unit(seed));
-    return v;
-}
+using oar_test::random_vector;
 
 /// Softmax of one row in long double (max subtracted, so it is exact to long double rounding).
 std::vector<long double> ref_softmax(const auto* z, std::size_t cols) {

@@ -7,25 +7,13 @@
 
 #include <cmath>    // std::sqrt, std::abs
 #include <cstddef>  // std::size_t
-#include <cstdint>  // std::uint64_t
 #include <vector>   // std::vector
+
+#include "support/random.hpp"  // oar_test::uniform_vector: seeded inputs in [lo, hi)
 
 namespace {
 
-double rand_unit(std::uint64_t& state) {  // splitmix64 -> [-1, 1)
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
-
-template <class T>
-std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
-    std::vector<T> v(n);
-    for (auto& x : v) x = static_cast<T>(lo + (hi - lo) * 0.5 * (rand_unit(seed) + 1.0));
-    return v;
-}
+using oar_test::uniform_vector;
 
 constexpr std::size_t n = 37;
 
@@ -39,8 +27,8 @@ bool close(T got, long double want) {
 template <class T>
 void check_sgd() {
     const oar::sgd_fn f{0.1f, 0.01f};
-    auto p = random_vector<T>(n, 1);
-    const auto p0 = p, g = random_vector<T>(n, 2);
+    auto p = uniform_vector<T>(n, 1);
+    const auto p0 = p, g = uniform_vector<T>(n, 2);
     oar::kernel<oar::op::fused_update, oar::basic_cpu<T>>::run(f, n, p.data(), g.data(), nullptr, nullptr);
     const long double lr = 0.1f, l2 = 0.01f;
     std::size_t bad = 0;
@@ -52,8 +40,8 @@ template <class T>
 void check_momentum(bool nesterov) {
     INFO("nesterov=", nesterov);
     const oar::momentum_fn f{0.05f, 0.001f, 0.9f, nesterov};
-    auto p = random_vector<T>(n, 3), v = random_vector<T>(n, 4);
-    const auto p0 = p, v0 = v, g = random_vector<T>(n, 5);
+    auto p = uniform_vector<T>(n, 3), v = uniform_vector<T>(n, 4);
+    const auto p0 = p, v0 = v, g = uniform_vector<T>(n, 5);
     oar::kernel<oar::op::fused_update, oar::basic_cpu<T>>::run(f, n, p.data(), g.data(), v.data(), nullptr);
     const long double lr = 0.05f, l2 = 0.001f, mu = 0.9f;
     std::size_t bad = 0;
@@ -69,8 +57,8 @@ void check_momentum(bool nesterov) {
 template <class T>
 void check_adagrad() {
     const oar::adagrad_fn f{0.1f, 0.002f, 1e-6f};
-    auto p = random_vector<T>(n, 6), m = random_vector<T>(n, 7, 0.0, 2.0);
-    const auto p0 = p, m0 = m, g = random_vector<T>(n, 8);
+    auto p = uniform_vector<T>(n, 6), m = uniform_vector<T>(n, 7, 0.0, 2.0);
+    const auto p0 = p, m0 = m, g = uniform_vector<T>(n, 8);
     oar::kernel<oar::op::fused_update, oar::basic_cpu<T>>::run(f, n, p.data(), g.data(), m.data(), nullptr);
     const long double lr = 0.1f, l2 = 0.002f, eps = 1e-6f;
     std::size_t bad = 0;
@@ -85,8 +73,8 @@ void check_adagrad() {
 template <class T>
 void check_adam() {
     const oar::adam_fn f{0.01f, 1e-7f, 0.9f, 0.999f, 0.0005f};
-    auto p = random_vector<T>(n, 9), m = random_vector<T>(n, 10), v = random_vector<T>(n, 11, 0.0, 1.0);
-    const auto p0 = p, m0 = m, v0 = v, g = random_vector<T>(n, 12);
+    auto p = uniform_vector<T>(n, 9), m = uniform_vector<T>(n, 10), v = uniform_vector<T>(n, 11, 0.0, 1.0);
+    const auto p0 = p, m0 = m, v0 = v, g = uniform_vector<T>(n, 12);
     oar::kernel<oar::op::fused_update, oar::basic_cpu<T>>::run(f, n, p.data(), g.data(), m.data(), v.data());
     const long double lr_t = 0.01f, eps_t = 1e-7f, b1 = 0.9f, b2 = 0.999f, l2 = 0.0005f;
     std::size_t bad = 0;
