@@ -13,6 +13,16 @@
 #define OAR_HAS_NCCL 0
 #endif
 
+// C++23 std::generator, where the standard library has it (libstdc++ 12 does not).
+#if __has_include(<version>)
+#include <version>  // __cpp_lib_generator
+#endif
+#if defined(__cpp_lib_generator) && __cpp_lib_generator >= 202207L
+#define OAR_HAS_STD_GENERATOR 1
+#else
+#define OAR_HAS_STD_GENERATOR 0
+#endif
+
 // A per-element kernel body that runs on the host and, compiled by nvcc, on the device.
 #if defined(__CUDACC__)
 #define OAR_HOST_DEVICE __host__ __device__

@@ -27,3 +27,11 @@
 #include "optim/adam.hpp"             // Adam
 #include "data/idx.hpp"               // read_idx, read_idx_pair
 #include "data/mnist.hpp"               // load_mnist: the course split of an IDX folder
+#include "data/generator.hpp"       // generator: co_yield sequences
+#include "data/dataset.hpp"         // Dataset, InMemoryDataset, ByteImageDataset
+#include "data/random_dataset.hpp"  // RandomDataset (the course's)
+#include "data/transforms.hpp"      // transform, Normalize, Scale, Reshape, RandomCrop, RandomHorizontalFlip
+#include "data/sampler.hpp"         // SequentialSampler, RandomSampler, BatchedSampler, DistributedBatchSampler
+#include "data/dataloader.hpp"      // DataLoader, Batch, LoaderOptions
+#include "data/cifar10.hpp"         // load_cifar10: a folder or cifar-10-binary.tar.gz
+// Not here: data/mnist_json.hpp (simdjson; include it yourself from a .cpp, never from CUDA code).

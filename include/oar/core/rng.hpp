@@ -74,6 +74,8 @@ namespace rng_stream {
 inline constexpr std::uint64_t init = 1ull << 56;     // + parameter tensor index
 inline constexpr std::uint64_t dropout = 2ull << 56;  // + (layer index << 40) + forward count (< 2^40)
 inline constexpr std::uint64_t shuffle = 3ull << 56;  // + epoch
+inline constexpr std::uint64_t transform = 4ull << 56;  // data/transforms.hpp: + (slot << 40) + epoch
+inline constexpr std::uint64_t random_dataset = 5ull << 56;  // data/random_dataset.hpp: + sample index
 
 /// The dropout stream of layer `layer` at training forward pass `step` (layer < 2^16, step < 2^40).
 constexpr std::uint64_t dropout_of(std::uint64_t layer, std::uint64_t step) {
