@@ -8,8 +8,8 @@
 #include <cstdio>      // std::printf, std::fprintf
 #include <cstdlib>     // std::getenv
 #include <filesystem>  // std::filesystem
-#include <numeric>     // std::iota
 #include <string>      // std::string
+#include <utility>     // std::move
 #include <vector>      // std::vector
 
 #include <oar/oar.hpp>  // the library
@@ -28,6 +28,7 @@ struct Config {
     float l2 = 1e-5f;
     std::uint64_t seed = 0;
     std::size_t log_every = 200;
+    std::size_t workers = 0;
 };
 
 constexpr const char* usage = R"(usage: train_mnist [options]
@@ -43,11 +44,13 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --lr X              learning rate                                (default 0.001)
   --l2 X              L2Decay coefficient                          (default 1e-5)
   --seed N            seed of initialisation, shuffling and dropout (default 0)
+  --workers N         DataLoader worker threads, 0 = load in the training thread (default 0)
   --log-every N       print the loss every N batches, 0 = never    (default 200)
   --help              this text
 
 The last line is: result: dataset=... model=... epochs=... test_accuracy=...
-train_images_per_sec=... seconds=...  (images/s of the training loop alone).
+train_images_per_sec=... seconds=...  (images/s of the training steps alone: forward, loss,
+backward and update; neither data loading nor evaluation).
 Bad flags or unreadable data print the reason and exit with status 2.
 )";
 
@@ -99,6 +102,7 @@ bool parse_args(int argc, char** argv, Config& c) {
         else if (flag == "--l2") c.l2 = parse_float(flag, value);
         else if (flag == "--seed") c.seed = parse_count(flag, value, 0);
         else if (flag == "--log-every") c.log_every = parse_count(flag, value, 0);
+        else if (flag == "--workers") c.workers = parse_count(flag, value, 0);
         else throw oar::usage_error("unknown flag '" + flag + "' (see --help)");
     }
     if (c.model != "linear" && c.model != "sigmoid-mlp" && c.model != "mlp" && c.model != "cnn")
@@ -176,76 +180,75 @@ struct Task {
     }
 };
 
+/// The three splits as datasets (IDX bytes scaled on load to [-1, 1], the course's normalisation).
+struct Splits {
+    oar::data::ByteImageDataset train, valid, test;
+};
+
 template <class Net>
-EvalResult evaluate(Net& net, Task<Net>& task, const oar::data::LabeledImages& set) {
+EvalResult evaluate(Net& net, Task<Net>& task, const oar::data::ByteImageDataset& set) {
     net.eval();
-    oar::Tensor x;
-    std::vector<std::int64_t> y;
-    std::vector<std::size_t> idx;
     double loss = 0.0;
     std::size_t correct = 0;
-    for (std::size_t first = 0; first < set.count; first += 1000) {
-        const std::size_t n = std::min<std::size_t>(1000, set.count - first);
-        idx.resize(n);
-        std::iota(idx.begin(), idx.end(), first);
-        oar::data::fill_batch(set, idx, x, y);
-        auto out = net.forward(x);
-        loss += static_cast<double>(task.loss(out, y)) * static_cast<double>(n);
-        correct += task.correct(out, y);
+    oar::data::DataLoader loader(set, {.batch_size = 1000});
+    for (auto&& b : loader.epoch(0)) {
+        auto out = net.forward(b.images);
+        loss += static_cast<double>(task.loss(out, b.labels)) * static_cast<double>(b.labels.size());
+        correct += task.correct(out, b.labels);
     }
     net.train();
-    return {loss / static_cast<double>(set.count), static_cast<double>(correct) / static_cast<double>(set.count)};
+    return {loss / static_cast<double>(set.size()), static_cast<double>(correct) / static_cast<double>(set.size())};
 }
 
 template <class Net, class Opt>
-int train(const Config& c, const std::string& dataset, const oar::data::MnistSplits& data, Net& net, Opt& opt,
+int train(const Config& c, const std::string& dataset, const Splits& data, Net& net, Opt& opt,
           clock_type::time_point start) {
     Task<Net> task;
-    oar::Tensor x;
-    std::vector<std::int64_t> y;
-    std::vector<std::size_t> order(data.train.count);
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    const oar::CounterRng rng{c.seed};
+    // The course's reader: shuffled every epoch (a new order from (seed, epoch)), the remainder
+    // kept as a last, smaller batch.
+    oar::data::DataLoader loader(data.train, {.batch_size = c.batch_size,
+                                              .shuffle = true,
+                                              .drop_last = false,
+                                              .num_workers = c.workers,
+                                              .seed = c.seed});
     double train_seconds = 0.0;
     std::size_t trained = 0;
     net.train();
     for (std::size_t epoch = 0; epoch < c.epochs; ++epoch) {
-        // Seeded Fisher-Yates: a new order every epoch, the same for the same seed.
-        for (std::size_t i = order.size(); i > 1; --i)
-            std::swap(order[i - 1], order[rng.below(oar::rng_stream::shuffle + epoch, i, i)]);
         const auto t0 = clock_type::now();
-        double loss_sum = 0.0;
-        std::size_t correct = 0, seen = 0, batch_id = 0;
-        for (std::size_t first = 0; first < order.size(); first += c.batch_size, ++batch_id) {
-            const std::size_t n = std::min(c.batch_size, order.size() - first);  // the remainder is a batch too
-            oar::data::fill_batch(data.train, std::span(order).subspan(first, n), x, y);
-            auto out = net.forward(x);
-            const float loss = task.loss(out, y);
-            const std::size_t ok = task.correct(out, y);
+        double loss_sum = 0.0, step_seconds = 0.0;
+        std::size_t correct = 0, seen = 0;
+        for (auto&& b : loader.epoch(epoch)) {
+            const auto ts = clock_type::now();  // steps only: waiting for the loader is not training
+            const std::size_t n = b.labels.size();
+            auto out = net.forward(b.images);
+            const float loss = task.loss(out, b.labels);
+            const std::size_t ok = task.correct(out, b.labels);
             net.backward(task.grad());
             opt.step();
             opt.clear_grad();
+            step_seconds += seconds_since(ts);
             if (!std::isfinite(loss))
                 throw oar::value_error(oar::detail::concat("loss became ", loss, " at epoch ", epoch, ", batch ",
-                                                           batch_id, "; lower --lr"));
+                                                           b.index, "; lower --lr"));
             loss_sum += static_cast<double>(loss) * static_cast<double>(n);
             correct += ok;
             seen += n;
-            if (c.log_every && batch_id % c.log_every == 0)
-                std::printf("epoch: %zu, batch: %zu, loss is: %.4f, acc is: %.4f\n", epoch, batch_id, loss,
+            if (c.log_every && b.index % c.log_every == 0)
+                std::printf("epoch: %zu, batch: %zu, loss is: %.4f, acc is: %.4f\n", epoch, b.index, loss,
                             static_cast<double>(ok) / static_cast<double>(n));
         }
         const double dt = seconds_since(t0);
-        train_seconds += dt;
+        train_seconds += step_seconds;
         trained += seen;
         const EvalResult v = evaluate(net, task, data.valid);
         std::printf("epoch %zu: train loss %.4f acc %.4f | valid loss %.4f acc %.4f | %.1f s, %.0f img/s\n", epoch,
                     loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen),
-                    v.loss, v.accuracy, dt, static_cast<double>(seen) / dt);
+                    v.loss, v.accuracy, dt, static_cast<double>(seen) / step_seconds);
         std::fflush(stdout);
     }
     const EvalResult t = evaluate(net, task, data.test);
-    std::printf("test: loss %.4f accuracy %.4f (%zu images)\n", t.loss, t.accuracy, data.test.count);
+    std::printf("test: loss %.4f accuracy %.4f (%zu images)\n", t.loss, t.accuracy, data.test.size());
     std::printf("result: dataset=%s model=%s epochs=%zu test_accuracy=%.4f train_images_per_sec=%.0f seconds=%.1f\n",
                 dataset.c_str(), c.model.c_str(), c.epochs, t.accuracy,
                 static_cast<double>(trained) / train_seconds, seconds_since(start));
@@ -253,8 +256,7 @@ int train(const Config& c, const std::string& dataset, const oar::data::MnistSpl
 }
 
 template <class Seq>
-int run_model(const Config& c, const std::string& dataset, const oar::data::MnistSplits& data,
-              clock_type::time_point start) {
+int run_model(const Config& c, const std::string& dataset, const Splits& data, clock_type::time_point start) {
     using Net = oar::Network<Seq, course::Image>;
     Net net(c.seed);
     std::printf("%s", oar::summary(net).c_str());
@@ -287,15 +289,19 @@ int main(int argc, char** argv) {
             return 0;
         }
         const auto [dir, dataset] = locate_data(c);
-        const oar::data::MnistSplits data = oar::data::load_mnist(dir);
-        if (data.train.rows != 28 || data.train.cols != 28)
-            throw oar::format_error(oar::detail::concat(dir, ": images are ", data.train.rows, "x", data.train.cols,
+        oar::data::MnistSplits idx = oar::data::load_mnist(dir);
+        if (idx.train.rows != 28 || idx.train.cols != 28)
+            throw oar::format_error(oar::detail::concat(dir, ": images are ", idx.train.rows, "x", idx.train.cols,
                                                         ", the course's models take 28x28"));
+        auto as_dataset = [](oar::data::LabeledImages& s) {
+            return oar::data::ByteImageDataset(std::move(s.pixels), std::move(s.labels), oar::make_dims(1, 28, 28));
+        };
+        const Splits data{as_dataset(idx.train), as_dataset(idx.valid), as_dataset(idx.test)};
         std::printf("dataset: %s (%s): train %zu, valid %zu, test %zu images\n", dataset.c_str(), dir.c_str(),
-                    data.train.count, data.valid.count, data.test.count);
-        std::printf("model: %s, optimizer: %s, lr %g, L2Decay %g, batch %zu, epochs %zu, seed %llu\n",
+                    data.train.size(), data.valid.size(), data.test.size());
+        std::printf("model: %s, optimizer: %s, lr %g, L2Decay %g, batch %zu, epochs %zu, seed %llu, workers %zu\n",
                     c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), static_cast<double>(c.l2),
-                    c.batch_size, c.epochs, static_cast<unsigned long long>(c.seed));
+                    c.batch_size, c.epochs, static_cast<unsigned long long>(c.seed), c.workers);
         if (c.model == "linear") return run_model<course::LinearRegression>(c, dataset, data, start);
         if (c.model == "sigmoid-mlp") return run_model<course::SigmoidMLP>(c, dataset, data, start);
         if (c.model == "mlp") return run_model<course::MLP>(c, dataset, data, start);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <sys/wait.h>
 #include <vector>
@@ -81,6 +82,31 @@ TEST_CASE("train_mnist trains every course model and ends with the result line")
     }
 }
 
+TEST_CASE("worker threads change nothing in what is trained: the same losses for 0 and 2 workers") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 300);
+    write_set(tmp.path, "t10k", 40);
+    // Every line but the timings: the course's log lines, the per-epoch losses and accuracies.
+    auto learning = [](const std::string& out) {
+        std::string kept;
+        std::istringstream in(out);
+        for (std::string line; std::getline(in, line);) {
+            if (line.rfind("epoch", 0) == 0) kept += line.substr(0, line.find(" | ", line.find(" | ") + 3)) + "\n";
+            if (line.rfind("test:", 0) == 0) kept += line + "\n";
+        }
+        return kept;
+    };
+    const std::string args = "--data " + tmp.path.string() + " --model mlp --epochs 2 --batch-size 25 --log-every 3";
+    const Run zero = run(args + " --workers 0");
+    const Run two = run(args + " --workers 2");
+    INFO(zero.output, two.output);
+    REQUIRE(zero.status == 0);
+    REQUIRE(two.status == 0);
+    CHECK(learning(zero.output).size() > 200);
+    CHECK(learning(zero.output) == learning(two.output));
+    CHECK(two.output.find("workers 2") != std::string::npos);
+}
+
 TEST_CASE("a dataset smaller than one batch still trains") {
     TempDir tmp;
     write_set(tmp.path, "train", 7);
@@ -120,6 +146,7 @@ TEST_CASE("bad flags print the reason and exit with status 2") {
         {"--model resnet", "--model must be linear, sigmoid-mlp, mlp or cnn, got 'resnet'"},
         {"--epochs 0", "--epochs needs an integer >= 1, got '0'"},
         {"--epochs two", "--epochs needs an integer >= 1, got 'two'"},
+        {"--workers x", "--workers needs an integer >= 0, got 'x'"},
         {"--batch-size -5", "--batch-size needs an integer >= 1, got '-5'"},
         {"--lr nan", "--lr needs a finite number >= 0, got 'nan'"},
         {"--optimizer rmsprop", "--optimizer must be sgd, momentum, adagrad or adam"},
