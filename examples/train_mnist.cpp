@@ -12,7 +12,8 @@
 #include <utility>     // std::move
 #include <vector>      // std::vector
 
-#include <oar/oar.hpp>  // the library
+#include <oar/data/mnist_json.hpp>  // the course's mnist.json.gz (simdjson: a .cpp-only header)
+#include <oar/oar.hpp>                // the library
 
 #include "models.hpp"  // course::CNN, ...
 
@@ -34,7 +35,8 @@ struct Config {
 constexpr const char* usage = R"(usage: train_mnist [options]
 Trains one of PaddlePaddle's MNIST-course models with oar and prints a result line.
 
-  --data DIR          folder with the four MNIST IDX files (.gz or raw); default: $OAR_DATA,
+  --data PATH         folder with the four MNIST IDX files (.gz or raw), or the course's
+                      mnist.json.gz (train / valid / eval splits); default: $OAR_DATA,
                       else data/mnist in the checkout, else Debian's Fashion-MNIST
                       (/usr/share/datasets/fashion-mnist)
   --model NAME        linear | sigmoid-mlp | mlp | cnn            (default cnn)
@@ -121,11 +123,12 @@ std::pair<std::string, std::string> locate_data(const Config& c) {
         for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
         return lower.find("fashion") != std::string::npos ? std::string("fashion-mnist") : std::string("mnist");
     };
-    auto checked = [&](const std::string& dir, const char* source) {
-        if (!fs::exists(dir)) throw oar::io_error(oar::detail::concat(dir, " (", source, "): no such file or folder"));
-        if (!fs::is_directory(dir))
-            throw oar::io_error(oar::detail::concat(dir, " (", source, "): expected a folder of MNIST IDX files"));
-        return std::pair{dir, name_of(dir)};
+    auto checked = [&](const std::string& path, const char* source) {
+        if (!fs::exists(path)) throw oar::io_error(oar::detail::concat(path, " (", source, "): no such file or folder"));
+        if (!fs::is_directory(path) && !fs::is_regular_file(path))
+            throw oar::io_error(oar::detail::concat(path, " (", source,
+                                                    "): expected a folder of MNIST IDX files or a .json.gz file"));
+        return std::pair{path, name_of(path)};
     };
     if (!c.data.empty()) return checked(c.data, "--data");
     if (const char* env = std::getenv("OAR_DATA"); env && *env) return checked(env, "$OAR_DATA");
@@ -180,13 +183,15 @@ struct Task {
     }
 };
 
-/// The three splits as datasets (IDX bytes scaled on load to [-1, 1], the course's normalisation).
+/// The three splits as datasets: IDX bytes scaled on load to [-1, 1] (the course's normalisation),
+/// or the course's json.gz, already normalised in the file.
+template <oar::data::Dataset D>
 struct Splits {
-    oar::data::ByteImageDataset train, valid, test;
+    D train, valid, test;
 };
 
-template <class Net>
-EvalResult evaluate(Net& net, Task<Net>& task, const oar::data::ByteImageDataset& set) {
+template <class Net, oar::data::Dataset D>
+EvalResult evaluate(Net& net, Task<Net>& task, const D& set) {
     net.eval();
     double loss = 0.0;
     std::size_t correct = 0;
@@ -200,8 +205,8 @@ EvalResult evaluate(Net& net, Task<Net>& task, const oar::data::ByteImageDataset
     return {loss / static_cast<double>(set.size()), static_cast<double>(correct) / static_cast<double>(set.size())};
 }
 
-template <class Net, class Opt>
-int train(const Config& c, const std::string& dataset, const Splits& data, Net& net, Opt& opt,
+template <class Net, class Opt, class D>
+int train(const Config& c, const std::string& dataset, const Splits<D>& data, Net& net, Opt& opt,
           clock_type::time_point start) {
     Task<Net> task;
     // The course's reader: shuffled every epoch (a new order from (seed, epoch)), the remainder
@@ -255,8 +260,8 @@ int train(const Config& c, const std::string& dataset, const Splits& data, Net& 
     return 0;
 }
 
-template <class Seq>
-int run_model(const Config& c, const std::string& dataset, const Splits& data, clock_type::time_point start) {
+template <class Seq, class D>
+int run_model(const Config& c, const std::string& dataset, const Splits<D>& data, clock_type::time_point start) {
     using Net = oar::Network<Seq, course::Image>;
     Net net(c.seed);
     std::printf("%s", oar::summary(net).c_str());
@@ -278,6 +283,20 @@ int run_model(const Config& c, const std::string& dataset, const Splits& data, c
     return train(c, dataset, data, net, opt, start);
 }
 
+template <class D>
+int run(const Config& c, const std::string& path, const std::string& dataset, const Splits<D>& data,
+        clock_type::time_point start) {
+    std::printf("dataset: %s (%s): train %zu, valid %zu, test %zu images\n", dataset.c_str(), path.c_str(),
+                data.train.size(), data.valid.size(), data.test.size());
+    std::printf("model: %s, optimizer: %s, lr %g, L2Decay %g, batch %zu, epochs %zu, seed %llu, workers %zu\n",
+                c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), static_cast<double>(c.l2),
+                c.batch_size, c.epochs, static_cast<unsigned long long>(c.seed), c.workers);
+    if (c.model == "linear") return run_model<course::LinearRegression>(c, dataset, data, start);
+    if (c.model == "sigmoid-mlp") return run_model<course::SigmoidMLP>(c, dataset, data, start);
+    if (c.model == "mlp") return run_model<course::MLP>(c, dataset, data, start);
+    return run_model<course::CNN>(c, dataset, data, start);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -288,24 +307,25 @@ int main(int argc, char** argv) {
             std::printf("%s", usage);
             return 0;
         }
-        const auto [dir, dataset] = locate_data(c);
-        oar::data::MnistSplits idx = oar::data::load_mnist(dir);
-        if (idx.train.rows != 28 || idx.train.cols != 28)
-            throw oar::format_error(oar::detail::concat(dir, ": images are ", idx.train.rows, "x", idx.train.cols,
-                                                        ", the course's models take 28x28"));
-        auto as_dataset = [](oar::data::LabeledImages& s) {
-            return oar::data::ByteImageDataset(std::move(s.pixels), std::move(s.labels), oar::make_dims(1, 28, 28));
-        };
-        const Splits data{as_dataset(idx.train), as_dataset(idx.valid), as_dataset(idx.test)};
-        std::printf("dataset: %s (%s): train %zu, valid %zu, test %zu images\n", dataset.c_str(), dir.c_str(),
-                    data.train.size(), data.valid.size(), data.test.size());
-        std::printf("model: %s, optimizer: %s, lr %g, L2Decay %g, batch %zu, epochs %zu, seed %llu, workers %zu\n",
-                    c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), static_cast<double>(c.l2),
-                    c.batch_size, c.epochs, static_cast<unsigned long long>(c.seed), c.workers);
-        if (c.model == "linear") return run_model<course::LinearRegression>(c, dataset, data, start);
-        if (c.model == "sigmoid-mlp") return run_model<course::SigmoidMLP>(c, dataset, data, start);
-        if (c.model == "mlp") return run_model<course::MLP>(c, dataset, data, start);
-        return run_model<course::CNN>(c, dataset, data, start);
+        const auto [path, dataset] = locate_data(c);
+        if (std::filesystem::is_directory(path)) {
+            oar::data::MnistSplits idx = oar::data::load_mnist(path);
+            if (idx.train.rows != 28 || idx.train.cols != 28)
+                throw oar::format_error(oar::detail::concat(path, ": images are ", idx.train.rows, "x", idx.train.cols,
+                                                            ", the course's models take 28x28"));
+            auto as_dataset = [](oar::data::LabeledImages& s) {
+                return oar::data::ByteImageDataset(std::move(s.pixels), std::move(s.labels), oar::make_dims(1, 28, 28));
+            };
+            return run(c, path, dataset,
+                       Splits<oar::data::ByteImageDataset>{as_dataset(idx.train), as_dataset(idx.valid),
+                                                           as_dataset(idx.test)},
+                       start);
+        }
+        oar::data::MnistJson json = oar::data::read_mnist_json(path);
+        return run(c, path, dataset,
+                   Splits<oar::data::InMemoryDataset>{std::move(json.train), std::move(json.valid),
+                                                      std::move(json.test)},
+                   start);
     } catch (const oar::error& e) {
         std::fprintf(stderr, "train_mnist: %s\n", e.what());
         return 2;

@@ -28,8 +28,8 @@ struct Run {
     std::string output;  // stdout and stderr
 };
 
-Run run(const std::string& args) {
-    const std::string cmd = std::string(TRAIN_MNIST) + " " + args + " 2>&1";
+Run run_program(const std::string& program, const std::string& args) {
+    const std::string cmd = program + " " + args + " 2>&1";
     Run r;
     FILE* p = popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);
@@ -39,6 +39,8 @@ Run run(const std::string& args) {
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return r;
 }
+
+Run run(const std::string& args) { return run_program(TRAIN_MNIST, args); }
 
 /// A learnable toy set in MNIST's layout: digit d is a bright vertical bar at column 2 + 2d.
 void write_set(const fs::path& dir, const std::string& prefix, std::uint32_t n) {
@@ -105,6 +107,53 @@ TEST_CASE("worker threads change nothing in what is trained: the same losses for
     CHECK(learning(zero.output).size() > 200);
     CHECK(learning(zero.output) == learning(two.output));
     CHECK(two.output.find("workers 2") != std::string::npos);
+}
+
+TEST_CASE("the course's mnist.json.gz made by mnist_to_json trains exactly like the IDX folder it came from") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 260);  // fewer than the 10,000 validation images: all train, valid = test
+    write_set(tmp.path, "t10k", 30);
+    const std::string json = (tmp.path / "mnist.json.gz").string();
+    const Run conv = run_program(MNIST_TO_JSON, "--data " + tmp.path.string() + " --out " + json);
+    INFO(conv.output);
+    REQUIRE(conv.status == 0);
+    // The same splits, the same floats (x / 127.5 - 1 either way) and the same shuffles: the same run.
+    auto learning = [](const std::string& out) {
+        std::string kept;
+        std::istringstream in(out);
+        for (std::string line; std::getline(in, line);) {
+            if (line.rfind("epoch", 0) == 0) kept += line.substr(0, line.find(" | ", line.find(" | ") + 3)) + "\n";
+            if (line.rfind("test:", 0) == 0) kept += line + "\n";
+        }
+        return kept;
+    };
+    const std::string args = " --model cnn --epochs 2 --batch-size 20 --log-every 4";
+    const Run from_idx = run("--data " + tmp.path.string() + args);
+    const Run from_json = run("--data " + json + args);
+    INFO(from_idx.output, from_json.output);
+    REQUIRE(from_idx.status == 0);
+    REQUIRE(from_json.status == 0);
+    CHECK(from_json.output.find("mnist.json.gz): train 260, valid 30, test 30 images") != std::string::npos);
+    CHECK(learning(from_idx.output).size() > 200);
+    CHECK(learning(from_idx.output) == learning(from_json.output));
+}
+
+TEST_CASE("a bad mnist.json.gz and bad converter flags print the reason and exit with status 2") {
+    TempDir tmp;
+    const std::string json = (tmp.path / "bad.json.gz").string();
+    oar_test::write_gzip(json, oar_test::bytes{'[', '[', '[', '1', ']', ']', ']'});
+    const Run bad = run("--data " + json);
+    INFO(bad.output);
+    CHECK(bad.status == 2);
+    CHECK(bad.output.find("train_mnist: oar: " + json) != std::string::npos);
+
+    const Run no_data = run_program(MNIST_TO_JSON, "--out " + json);
+    CHECK(no_data.status == 2);
+    const Run missing = run_program(MNIST_TO_JSON, "--data " + (tmp.path / "none").string() + " --out " + json);
+    CHECK(missing.status == 2);
+    CHECK(missing.output.find("mnist_to_json: oar: ") != std::string::npos);
+    const Run unknown = run_program(MNIST_TO_JSON, "--frobnicate 1");
+    CHECK(unknown.status == 2);
 }
 
 TEST_CASE("a dataset smaller than one batch still trains") {
