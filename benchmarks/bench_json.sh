@@ -7,7 +7,7 @@
 #
 #   benchmarks/bench_json.sh [--runs N] [--no-python] [--no-whole] [--keep]
 #   env: BUILD (default build/release, must be configured), DATA (MNIST IDX folder, default
-#        $OAR_DATA, else data/mnist, else /work/shared/data/mnist), WORK (scratch folder), CXX.
+#        $OAR_DATA, else data/mnist, else ../shared/data/mnist beside the checkout), WORK (scratch folder), CXX.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,7 +28,7 @@ while [[ $# -gt 0 ]]; do
 done
 
 if [[ -z ${DATA:-} ]]; then
-  for d in "${OAR_DATA:-}" "$ROOT/data/mnist" /work/shared/data/mnist; do
+  for d in "${OAR_DATA:-}" "$ROOT/data/mnist" "$ROOT/../shared/data/mnist"; do
     if [[ -n $d && -e $d/train-images-idx3-ubyte.gz || -n $d && -e $d/train-images-idx3-ubyte ]]; then DATA=$d; break; fi
   done
 fi

@@ -8,6 +8,8 @@
 #include <oar/oar.hpp>              // Network, the CNN's layers, CrossEntropyLoss, Adam
 
 #include <cstddef>  // std::size_t
+#include <cstdlib>  // std::getenv
+#include <string>   // std::string
 #include <cstdint>  // std::int64_t, std::uint8_t
 #include <utility>  // std::move
 #include <vector>   // std::vector
@@ -123,5 +125,23 @@ BENCHMARK(cnn_train_step_fed)->Name("cnn_train_step_b100_fed")->Arg(0)->Arg(1)->
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
+
+/// Reading MNIST's 60,000-image training set from its IDX .gz files (decompress, check, copy):
+/// the folder is $OAR_DATA, else data/mnist in the checkout; skipped when neither has it.
+void idx_load_train_set(benchmark::State& state) {
+    const char* env = std::getenv("OAR_DATA");
+    const std::string dir = env && *env ? env : std::string(OAR_SOURCE_DIR) + "/data/mnist";
+    if (!oar::data::is_mnist_dir(dir)) {
+        state.SkipWithError(("no MNIST IDX files in " + dir + " (run scripts/setup.sh or set OAR_DATA)").c_str());
+        return;
+    }
+    for (auto _ : state) {
+        auto s = oar::data::read_idx_pair(oar::data::find_idx_file(dir, "train-images-idx3-ubyte"),
+                                          oar::data::find_idx_file(dir, "train-labels-idx1-ubyte"));
+        benchmark::DoNotOptimize(s.pixels.data());
+    }
+    state.counters["images/s"] = benchmark::Counter(60000.0 * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(idx_load_train_set)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();
