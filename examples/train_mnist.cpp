@@ -1,11 +1,14 @@
 // train_mnist: oar's main job. Trains one of the course's models on MNIST-layout IDX data with
 // the course's loop (forward, loss, backward, step, clear_grad; a line every 200 batches),
 // validates every epoch, tests at the end and prints one machine-readable result line.
+// Started by mpirun (or scripts/oar-launch) in a build with MPI, it trains data-parallel: the
+// global --batch-size is split across the ranks, gradients are averaged, and rank 0 alone prints.
 #include <algorithm>   // std::clamp, std::min
 #include <chrono>      // std::chrono::steady_clock
 #include <cmath>       // std::lround, std::isfinite
 #include <cstdint>     // std::int64_t, std::uint64_t
-#include <cstdio>      // std::printf, std::fprintf
+#include <cstdarg>     // va_list: say()
+#include <cstdio>      // std::printf, std::fprintf, std::vfprintf
 #include <cstdlib>     // std::getenv
 #include <filesystem>  // std::filesystem
 #include <string>      // std::string
@@ -13,6 +16,8 @@
 #include <vector>      // std::vector
 
 #include <oar/data/mnist_json.hpp>  // the course's mnist.json.gz (simdjson: a .cpp-only header)
+#include <oar/dist/data_parallel.hpp>  // DataParallel: gradients averaged across ranks
+#include <oar/dist/env.hpp>            // init_parallel_env: alone, or under mpirun
 #include <oar/oar.hpp>                // the library
 
 #include "models.hpp"  // course::CNN, ...
@@ -30,7 +35,36 @@ struct Config {
     std::uint64_t seed = 0;
     std::size_t log_every = 200;
     std::size_t workers = 0;
+    std::string log_dir;  // --log-dir, else $OAR_LOG_DIR: every rank writes workerlog.<rank> there
 };
+
+/// Where the program's lines go: stdout on rank 0 only, and this rank's log file if there is one.
+struct Output {
+    bool to_stdout = true;
+    std::FILE* log = nullptr;
+} out;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+void say(const char* fmt, ...) {
+    va_list args;
+    if (out.to_stdout) {
+        va_start(args, fmt);
+        std::vfprintf(stdout, fmt, args);
+        va_end(args);
+    }
+    if (out.log) {
+        va_start(args, fmt);
+        std::vfprintf(out.log, fmt, args);
+        va_end(args);
+    }
+}
+
+void flush_output() {
+    std::fflush(stdout);
+    if (out.log) std::fflush(out.log);
+}
 
 constexpr const char* usage = R"(usage: train_mnist [options]
 Trains one of PaddlePaddle's MNIST-course models with oar and prints a result line.
@@ -48,12 +82,18 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --seed N            seed of initialisation, shuffling and dropout (default 0)
   --workers N         DataLoader worker threads, 0 = load in the training thread (default 0)
   --log-every N       print the loss every N batches, 0 = never    (default 200)
+  --log-dir DIR       also write this process's lines to DIR/workerlog.<rank>
+                      (default: $OAR_LOG_DIR, which oar-launch --log_dir sets)
   --help              this text
 
 The last line is: result: dataset=... model=... epochs=... test_accuracy=...
 train_images_per_sec=... seconds=...  (images/s of the training steps alone: forward, loss,
 backward and update; neither data loading nor evaluation).
 Bad flags or unreadable data print the reason and exit with status 2.
+
+Under `mpirun -np N` (or scripts/oar-launch) in a build with MPI, N processes train one model
+data-parallel: each takes --batch-size / N images per step (DistributedBatchSampler, shuffled by
+--seed), gradients are averaged across them, and only rank 0 prints.
 )";
 
 std::size_t parse_count(const std::string& flag, const std::string& v, std::size_t min) {
@@ -105,6 +145,7 @@ bool parse_args(int argc, char** argv, Config& c) {
         else if (flag == "--seed") c.seed = parse_count(flag, value, 0);
         else if (flag == "--log-every") c.log_every = parse_count(flag, value, 0);
         else if (flag == "--workers") c.workers = parse_count(flag, value, 0);
+        else if (flag == "--log-dir") c.log_dir = value;
         else throw oar::usage_error("unknown flag '" + flag + "' (see --help)");
     }
     if (c.model != "linear" && c.model != "sigmoid-mlp" && c.model != "mlp" && c.model != "cnn")
@@ -205,17 +246,33 @@ EvalResult evaluate(Net& net, Task<Net>& task, const D& set) {
     return {loss / static_cast<double>(set.size()), static_cast<double>(correct) / static_cast<double>(set.size())};
 }
 
+/// The course's reader: shuffled every epoch (a new order from (seed, epoch)), the remainder
+/// kept as a last, smaller batch. Data-parallel: this rank's share of each global batch, as
+/// paddle.io.DistributedBatchSampler(shuffle=True) gives it.
+template <class D>
+oar::data::DataLoader<D> make_train_loader(const Config& c, const D& train, const oar::dist::ParallelContext& par) {
+    if (!par.distributed())
+        return oar::data::DataLoader<D>(train, {.batch_size = c.batch_size,
+                                                .shuffle = true,
+                                                .drop_last = false,
+                                                .num_workers = c.workers,
+                                                .seed = c.seed});
+    const auto w = static_cast<std::size_t>(par.world_size());
+    return oar::data::DataLoader<D>(
+        train,
+        oar::data::DistributedBatchSampler(train.size(), c.batch_size / w, w, static_cast<std::size_t>(par.rank()),
+                                           /*shuffle=*/true, /*drop_last=*/false, c.seed),
+        oar::data::WorkerOptions{.num_workers = c.workers});
+}
+
 template <class Net, class Opt, class D>
 int train(const Config& c, const std::string& dataset, const Splits<D>& data, Net& net, Opt& opt,
-          clock_type::time_point start) {
+          oar::dist::ParallelContext& par, clock_type::time_point start) {
     Task<Net> task;
-    // The course's reader: shuffled every epoch (a new order from (seed, epoch)), the remainder
-    // kept as a last, smaller batch.
-    oar::data::DataLoader loader(data.train, {.batch_size = c.batch_size,
-                                              .shuffle = true,
-                                              .drop_last = false,
-                                              .num_workers = c.workers,
-                                              .seed = c.seed});
+    auto loader = make_train_loader(c, data.train, par);
+    // Checks that every rank built the same model and starts all from rank 0's weights.
+    oar::dist::DataParallel dp(net, par.comm());
+    const double ranks = static_cast<double>(par.world_size());  // images per step = local x ranks
     double train_seconds = 0.0;
     std::size_t trained = 0;
     net.train();
@@ -229,7 +286,7 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
             auto out = net.forward(b.images);
             const float loss = task.loss(out, b.labels);
             const std::size_t ok = task.correct(out, b.labels);
-            net.backward(task.grad());
+            dp.backward(task.grad());  // net.backward, then the gradients averaged across ranks
             opt.step();
             opt.clear_grad();
             step_seconds += seconds_since(ts);
@@ -240,61 +297,80 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
             correct += ok;
             seen += n;
             if (c.log_every && b.index % c.log_every == 0)
-                std::printf("epoch: %zu, batch: %zu, loss is: %.4f, acc is: %.4f\n", epoch, b.index, loss,
+                say("epoch: %zu, batch: %zu, loss is: %.4f, acc is: %.4f\n", epoch, b.index, loss,
                             static_cast<double>(ok) / static_cast<double>(n));
         }
         const double dt = seconds_since(t0);
         train_seconds += step_seconds;
         trained += seen;
-        const EvalResult v = evaluate(net, task, data.valid);
-        std::printf("epoch %zu: train loss %.4f acc %.4f | valid loss %.4f acc %.4f | %.1f s, %.0f img/s\n", epoch,
-                    loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen),
-                    v.loss, v.accuracy, dt, static_cast<double>(seen) / step_seconds);
-        std::fflush(stdout);
+        // Ranks other than 0 skip evaluation: their models are the same and they print nothing.
+        const EvalResult v = dp.is_writer() ? evaluate(net, task, data.valid) : EvalResult{};
+        say("epoch %zu: train loss %.4f acc %.4f | valid loss %.4f acc %.4f | %.1f s, %.0f img/s\n", epoch,
+            loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), v.loss,
+            v.accuracy, dt, ranks * static_cast<double>(seen) / step_seconds);
+        flush_output();
     }
+    if (!dp.is_writer()) return 0;
     const EvalResult t = evaluate(net, task, data.test);
-    std::printf("test: loss %.4f accuracy %.4f (%zu images)\n", t.loss, t.accuracy, data.test.size());
-    std::printf("result: dataset=%s model=%s epochs=%zu test_accuracy=%.4f train_images_per_sec=%.0f seconds=%.1f\n",
-                dataset.c_str(), c.model.c_str(), c.epochs, t.accuracy,
-                static_cast<double>(trained) / train_seconds, seconds_since(start));
+    say("test: loss %.4f accuracy %.4f (%zu images)\n", t.loss, t.accuracy, data.test.size());
+    say("result: dataset=%s model=%s epochs=%zu test_accuracy=%.4f train_images_per_sec=%.0f seconds=%.1f\n",
+        dataset.c_str(), c.model.c_str(), c.epochs, t.accuracy, ranks * static_cast<double>(trained) / train_seconds,
+        seconds_since(start));
+    flush_output();
     return 0;
 }
 
 template <class Seq, class D>
-int run_model(const Config& c, const std::string& dataset, const Splits<D>& data, clock_type::time_point start) {
+int run_model(const Config& c, const std::string& dataset, const Splits<D>& data, oar::dist::ParallelContext& par,
+              clock_type::time_point start) {
     using Net = oar::Network<Seq, course::Image>;
     Net net(c.seed);
-    std::printf("%s", oar::summary(net).c_str());
+    say("%s", oar::summary(net).c_str());
     const oar::L2Decay l2(c.l2);
     auto& p = net.parameters();
     if (c.optimizer == "sgd") {
         oar::SGD opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-        return train(c, dataset, data, net, opt, start);
+        return train(c, dataset, data, net, opt, par, start);
     }
     if (c.optimizer == "momentum") {
         oar::Momentum opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-        return train(c, dataset, data, net, opt, start);
+        return train(c, dataset, data, net, opt, par, start);
     }
     if (c.optimizer == "adagrad") {
         oar::Adagrad opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-        return train(c, dataset, data, net, opt, start);
+        return train(c, dataset, data, net, opt, par, start);
     }
     oar::Adam opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-    return train(c, dataset, data, net, opt, start);
+    return train(c, dataset, data, net, opt, par, start);
 }
 
 template <class D>
 int run(const Config& c, const std::string& path, const std::string& dataset, const Splits<D>& data,
-        clock_type::time_point start) {
-    std::printf("dataset: %s (%s): train %zu, valid %zu, test %zu images\n", dataset.c_str(), path.c_str(),
-                data.train.size(), data.valid.size(), data.test.size());
-    std::printf("model: %s, optimizer: %s, lr %g, L2Decay %g, batch %zu, epochs %zu, seed %llu, workers %zu\n",
-                c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), static_cast<double>(c.l2),
-                c.batch_size, c.epochs, static_cast<unsigned long long>(c.seed), c.workers);
-    if (c.model == "linear") return run_model<course::LinearRegression>(c, dataset, data, start);
-    if (c.model == "sigmoid-mlp") return run_model<course::SigmoidMLP>(c, dataset, data, start);
-    if (c.model == "mlp") return run_model<course::MLP>(c, dataset, data, start);
-    return run_model<course::CNN>(c, dataset, data, start);
+        oar::dist::ParallelContext& par, clock_type::time_point start) {
+    say("dataset: %s (%s): train %zu, valid %zu, test %zu images\n", dataset.c_str(), path.c_str(),
+        data.train.size(), data.valid.size(), data.test.size());
+    say("model: %s, optimizer: %s, lr %g, L2Decay %g, batch %zu, epochs %zu, seed %llu, workers %zu\n",
+        c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), static_cast<double>(c.l2), c.batch_size,
+        c.epochs, static_cast<unsigned long long>(c.seed), c.workers);
+    if (par.distributed())
+        say("data parallel: %d ranks, %zu images per rank per step (rank %d of %d writes)\n", par.world_size(),
+            c.batch_size / static_cast<std::size_t>(par.world_size()), par.rank(), par.world_size());
+    if (c.model == "linear") return run_model<course::LinearRegression>(c, dataset, data, par, start);
+    if (c.model == "sigmoid-mlp") return run_model<course::SigmoidMLP>(c, dataset, data, par, start);
+    if (c.model == "mlp") return run_model<course::MLP>(c, dataset, data, par, start);
+    return run_model<course::CNN>(c, dataset, data, par, start);
+}
+
+/// This rank's log file in --log-dir (or $OAR_LOG_DIR), as paddle.distributed.launch's workerlog.N.
+void open_log(Config& c, const oar::dist::ParallelContext& par) {
+    if (c.log_dir.empty())
+        if (const char* env = std::getenv("OAR_LOG_DIR"); env && *env) c.log_dir = env;
+    if (c.log_dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(c.log_dir, ec);
+    const std::string file = (std::filesystem::path(c.log_dir) / ("workerlog." + std::to_string(par.rank()))).string();
+    out.log = std::fopen(file.c_str(), "w");
+    if (!out.log) throw oar::io_error(oar::detail::concat(file, ": cannot open the log for writing"));
 }
 
 }  // namespace
@@ -302,11 +378,30 @@ int run(const Config& c, const std::string& path, const std::string& dataset, co
 int main(int argc, char** argv) {
     const auto start = clock_type::now();
     Config c;
+    oar::dist::ParallelContext par;
+    // Any failure: under MPI, this rank names itself and ends the whole job (the others would
+    // otherwise wait in their next allreduce for ever); alone, the status is returned.
+    auto fail = [&](int status, const char* what, const char* detail) {
+        if (par.distributed()) {
+            std::fprintf(stderr, "train_mnist: rank %d: %s%s\n", par.rank(), what, detail);
+            std::fflush(stderr);
+            if (out.log) std::fclose(out.log);
+            par.abort(status);
+        }
+        std::fprintf(stderr, "train_mnist: %s%s\n", what, detail);
+        return status;
+    };
     try {
+        par = oar::dist::init_parallel_env(&argc, &argv);
+        out.to_stdout = par.is_writer();
         if (!parse_args(argc, argv, c)) {
-            std::printf("%s", usage);
+            say("%s", usage);
             return 0;
         }
+        if (c.batch_size % static_cast<std::size_t>(par.world_size()) != 0)
+            throw oar::usage_error(oar::detail::concat("--batch-size ", c.batch_size, " cannot be split evenly across ",
+                                                       par.world_size(), " ranks"));
+        open_log(c, par);
         const auto [path, dataset] = locate_data(c);
         if (std::filesystem::is_directory(path)) {
             oar::data::MnistSplits idx = oar::data::load_mnist(path);
@@ -319,18 +414,16 @@ int main(int argc, char** argv) {
             return run(c, path, dataset,
                        Splits<oar::data::ByteImageDataset>{as_dataset(idx.train), as_dataset(idx.valid),
                                                            as_dataset(idx.test)},
-                       start);
+                       par, start);
         }
         oar::data::MnistJson json = oar::data::read_mnist_json(path);
         return run(c, path, dataset,
                    Splits<oar::data::InMemoryDataset>{std::move(json.train), std::move(json.valid),
                                                       std::move(json.test)},
-                   start);
+                   par, start);
     } catch (const oar::error& e) {
-        std::fprintf(stderr, "train_mnist: %s\n", e.what());
-        return 2;
+        return fail(2, "", e.what());
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "train_mnist: unexpected failure: %s\n", e.what());
-        return 1;
+        return fail(1, "unexpected failure: ", e.what());
     }
 }

@@ -30,7 +30,8 @@ TEST_CASE("xsimd's exp, tanh and fma agree with the C library on a sweep of valu
         xsimd::tanh(x).store_aligned(out.data());
         for (std::size_t i = 0; i < B::size; ++i) CHECK(out[i] == doctest::Approx(std::tanh(in[i])).epsilon(1e-6));
         xsimd::fma(x, x, B(1.0f)).store_aligned(out.data());
+        // Against the exact value in double: within 2 ulp of float (2^-22 relative), fused or not.
         for (std::size_t i = 0; i < B::size; ++i)
-            CHECK(out[i] == doctest::Approx(std::fma(in[i], in[i], 1.0f)).epsilon(1e-7));
+            CHECK(out[i] == doctest::Approx(double(in[i]) * double(in[i]) + 1.0).epsilon(2.4e-7));
     }
 }

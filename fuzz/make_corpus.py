@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets into fuzz/corpus/<target>/: small valid and
+near-valid inputs, each prefixed by the harness's mode byte (see the comment at the top of each
+fuzz_*.cpp). Deterministic (fixed gzip mtime), standard library only; every corpus stays well
+under 100 KB. Run it again after changing a harness's input layout:  python3 fuzz/make_corpus.py
+"""
+import gzip
+import io
+import os
+import shutil
+import struct
+import tarfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def gz(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def write(target: str, name: str, data: bytes) -> None:
+    folder = os.path.join(CORPUS, target)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data)
+
+
+# ---- IDX -------------------------------------------------------------------------------------
+
+def idx(dims, values: bytes) -> bytes:
+    return bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) + values
+
+
+def idx_corpus() -> None:
+    img = idx([2, 3, 3], bytes(range(18)))
+    lab = idx([2], bytes([7, 3]))
+    write("fuzz_idx", "raw_images", b"\x00" + img)
+    write("fuzz_idx", "raw_labels", b"\x00" + lab)
+    write("fuzz_idx", "rank4", b"\x00" + idx([1, 2, 2, 2], bytes(8)))
+    write("fuzz_idx", "gzip_by_harness", b"\x01" + img)
+    write("fuzz_idx", "gzip_in_input", b"\x00" + gz(img))
+    write("fuzz_idx", "multi_member_gzip", b"\x00" + gz(img[:10]) + gz(img[10:]))
+    write("fuzz_idx", "huge_claim", b"\x00" + idx([1000000000, 28, 28], bytes(16)))
+    write("fuzz_idx", "truncated", b"\x00" + img[:-3])
+    write("fuzz_idx", "bad_type", b"\x00" + bytes([0, 0, 9, 1, 0, 0, 0, 1, 5]))
+    cut = len(img)
+    pair = struct.pack("<H", cut) + img + lab
+    write("fuzz_idx", "pair", b"\x02" + pair)
+    write("fuzz_idx", "pair_gzip", b"\x03" + pair)
+    write("fuzz_idx", "pair_bad_label", b"\x02" + struct.pack("<H", cut) + img + idx([2], bytes([7, 10])))
+
+
+# ---- CIFAR-10 --------------------------------------------------------------------------------
+
+NAMES = ["data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin",
+         "test_batch.bin"]
+
+
+def record(label: int, seed: int) -> bytes:
+    return bytes([label]) + bytes((seed * 7 + k * 13 + (k // 1024) * 101) % 256 for k in range(3072))
+
+
+def member(name: str, data: bytes, fmt=tarfile.USTAR_FORMAT, typ=tarfile.REGTYPE) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.type = typ
+    info.mtime = 0
+    head = info.tobuf(format=fmt, encoding="utf-8", errors="surrogateescape")
+    pad = (-len(data)) % 512
+    return head + data + b"\0" * pad
+
+
+def archive(fmt=tarfile.USTAR_FORMAT, prefix="cifar-10-batches-bin/", order=range(6), extra=b"") -> bytes:
+    out = extra
+    for k in order:
+        out += member(prefix + NAMES[k], record(k % 10, k), fmt)
+    return out + b"\0" * 1024
+
+
+def cifar_corpus() -> None:
+    write("fuzz_cifar10", "batch_one_record", b"\x00" + record(3, 1))
+    write("fuzz_cifar10", "batch_gzip_two_records", b"\x00" + gz(record(0, 2) + record(9, 3)))
+    write("fuzz_cifar10", "batch_truncated", b"\x00" + record(3, 1)[:1000])
+    write("fuzz_cifar10", "batch_bad_label", b"\x00" + bytes([10]) + record(3, 1)[1:])
+    tar = archive()
+    write("fuzz_cifar10", "archive_tar_gz", b"\x01" + gz(tar))
+    write("fuzz_cifar10", "archive_gzip_by_harness", b"\x02" + tar)
+    # GNU long names ('L') and pax path records, members in another order and one to skip.
+    long_dir = "cifar-10-batches-bin/" + "x" * 120 + "/"
+    gnu = member("README", b"not a batch\n") + archive(tarfile.GNU_FORMAT, long_dir, [5, 4, 3, 2, 1, 0])[:-1024]
+    write("fuzz_cifar10", "archive_gnu_longnames_tar_gz", b"\x01" + gz(gnu + b"\0" * 1024))
+    pax = archive(tarfile.PAX_FORMAT, long_dir)
+    write("fuzz_cifar10", "archive_pax_tar_gz", b"\x01" + gz(pax))
+    # Checksums fixed by the harness (mode 3): no end-of-archive blocks, a member claiming 100 GB.
+    write("fuzz_cifar10", "archive_fixsum_no_end", b"\x03" + tar[:-1024])
+    huge = bytearray(member("cifar-10-batches-bin/" + NAMES[0], b""))
+    huge[124:136] = b"%011o\0" % (100 << 30)
+    write("fuzz_cifar10", "archive_fixsum_huge_member", b"\x03" + bytes(huge) + record(1, 1)[:100])
+    write("fuzz_cifar10", "archive_empty_gz", b"\x02")
+
+
+# ---- mnist.json ------------------------------------------------------------------------------
+
+def json_corpus() -> None:
+    one = b"[[[[0.5], [1]], [3, 4]], [[[-1.0]], [9]], [[], []]]"
+    four = (b"[[[[0.5, -1.0, 0.23529411852359772, 1e-3], [1, 2, 3, 4]], [3, 7.0]],\n"
+            b" [[[-1, -1, -1, -1]], [9]],\n [[[0, 0, 0, 0]], [0]]]")
+    write("fuzz_mnist_json", "one_value_images_blocks_of_4096", b"\x06" + one)
+    write("fuzz_mnist_json", "one_value_images_blocks_of_1", b"\x00" + one)
+    write("fuzz_mnist_json", "one_value_images_blocks_of_7_gzip", b"\x03" + one)
+    write("fuzz_mnist_json", "four_value_images_blocks_of_64", b"\x0c" + four)
+    write("fuzz_mnist_json", "four_value_images_gzip_in_input", b"\x0e" + gz(four))
+    write("fuzz_mnist_json", "four_value_images_two_members", b"\x0e" + gz(four[:40]) + gz(four[40:]))
+    pretty = b"[\n\t[\n\t\t[ [ 1 ] , [ 2 ] ] ,\r\n\t\t[ 1 , 2 ]\n\t] , [ [ ], [ ] ] , [ [ ], [ ] ]\n]\n"
+    write("fuzz_mnist_json", "pretty", b"\x06" + pretty)
+    write("fuzz_mnist_json", "label_out_of_range", b"\x00" + one.replace(b"[9]", b"[10]"))
+    write("fuzz_mnist_json", "label_string", b"\x00" + one.replace(b"[9]", b'["9"]'))
+    write("fuzz_mnist_json", "pixel_huge", b"\x00" + one.replace(b"0.5", b"1e999"))
+    write("fuzz_mnist_json", "pixel_bad_utf8", b"\x00" + one.replace(b"0.5", b'"\xff"'))
+    write("fuzz_mnist_json", "truncated", b"\x02" + one[:30])
+    write("fuzz_mnist_json", "four_splits", b"\x00" + one[:-1] + b", [[], []]]")
+    write("fuzz_mnist_json", "count_mismatch", b"\x00" + one.replace(b"[3, 4]", b"[3]"))
+
+
+# ---- gzip ------------------------------------------------------------------------------------
+
+def gzip_corpus() -> None:
+    text = b"the quick brown fox jumps over the lazy dog\n" * 4
+    write("fuzz_gzip", "plain", b"\x00" + text)
+    write("fuzz_gzip", "one_member", b"\x05" + gz(text))
+    write("fuzz_gzip", "two_members", b"\x0a" + gz(text[:50]) + gz(text[50:]))
+    write("fuzz_gzip", "empty_member", b"\x0f" + gz(b""))
+    write("fuzz_gzip", "truncated", b"\x06" + gz(text)[:-5])
+    write("fuzz_gzip", "trailing_garbage", b"\x07" + gz(text) + b"garbage")
+    bad_crc = bytearray(gz(text))
+    bad_crc[-8] ^= 1
+    write("fuzz_gzip", "bad_crc", b"\x0b" + bytes(bad_crc))
+    write("fuzz_gzip", "magic_only", b"\x00\x1f\x8b")
+
+
+def main() -> None:
+    if os.path.isdir(CORPUS):
+        shutil.rmtree(CORPUS)
+    idx_corpus()
+    cifar_corpus()
+    json_corpus()
+    gzip_corpus()
+    for target in sorted(os.listdir(CORPUS)):
+        folder = os.path.join(CORPUS, target)
+        files = os.listdir(folder)
+        total = sum(os.path.getsize(os.path.join(folder, f)) for f in files)
+        print(f"{target}: {len(files)} seeds, {total} bytes")
+        assert total < 100_000, target
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+// AnyComm: a Communicator chosen at run time (LocalComm, MpiComm, ...), as init_parallel_env
+// hands one back: the same program runs alone or under mpirun without being recompiled.
+// One virtual call per collective, negligible beside the collective itself.
+#pragma once
+
+#include <memory>       // std::unique_ptr
+#include <type_traits>  // std::is_same_v, std::remove_cvref_t
+#include <span>         // std::span
+#include <utility>      // std::move
+
+#include "communicator.hpp"  // Communicator
+#include "local_comm.hpp"    // LocalComm: the default
+
+namespace oar::dist {
+
+class AnyComm {
+public:
+    /// A LocalComm.
+    AnyComm() : AnyComm(LocalComm{}) {}
+    /// Takes ownership of `c` (MpiComm is move-only).
+    template <Communicator C>
+        requires(!std::is_same_v<std::remove_cvref_t<C>, AnyComm>)
+    explicit AnyComm(C c) : p_(std::make_unique<Model<C>>(std::move(c))) {}
+
+    int rank() const { return p_->rank(); }
+    int world_size() const { return p_->world_size(); }
+    void allreduce_sum(std::span<float> x) { p_->allreduce_sum(x); }
+    void allreduce_sum(std::span<double> x) { p_->allreduce_sum(x); }
+    void allreduce_average(std::span<float> x) { p_->allreduce_average(x); }
+    void allreduce_average(std::span<double> x) { p_->allreduce_average(x); }
+    void broadcast(std::span<float> x, int root) { p_->broadcast(x, root); }
+    void broadcast(std::span<double> x, int root) { p_->broadcast(x, root); }
+    void barrier() { p_->barrier(); }
+
+private:
+    struct Base {
+        virtual ~Base() = default;
+        virtual int rank() const = 0;
+        virtual int world_size() const = 0;
+        virtual void allreduce_sum(std::span<float>) = 0;
+        virtual void allreduce_sum(std::span<double>) = 0;
+        virtual void allreduce_average(std::span<float>) = 0;
+        virtual void allreduce_average(std::span<double>) = 0;
+        virtual void broadcast(std::span<float>, int) = 0;
+        virtual void broadcast(std::span<double>, int) = 0;
+        virtual void barrier() = 0;
+    };
+    template <class C>
+    struct Model final : Base {
+        explicit Model(C&& c) : comm(std::move(c)) {}
+        int rank() const override { return comm.rank(); }
+        int world_size() const override { return comm.world_size(); }
+        void allreduce_sum(std::span<float> x) override { comm.allreduce_sum(x); }
+        void allreduce_sum(std::span<double> x) override { comm.allreduce_sum(x); }
+        void allreduce_average(std::span<float> x) override { comm.allreduce_average(x); }
+        void allreduce_average(std::span<double> x) override { comm.allreduce_average(x); }
+        void broadcast(std::span<float> x, int root) override { comm.broadcast(x, root); }
+        void broadcast(std::span<double> x, int root) override { comm.broadcast(x, root); }
+        void barrier() override { comm.barrier(); }
+        C comm;
+    };
+    std::unique_ptr<Base> p_;
+};
+
+static_assert(Communicator<AnyComm>);
+
+}  // namespace oar::dist

@@ -1,0 +1,145 @@
+// DataParallel, as paddle.DataParallel: replicates a Network over the ranks of a Communicator.
+// At construction it checks that every rank built the same model and copies rank 0's parameters
+// to all; after each backward, sync_gradients() averages the flat gradient buffer in buckets
+// (one allreduce each), so that every rank's optimizer takes the same step.
+#pragma once
+
+#include <algorithm>  // std::min
+#include <cstddef>    // std::size_t
+#include <cstdint>    // std::uint64_t
+#include <span>       // std::span
+#include <string>     // std::string
+#include <utility>    // std::declval
+#include <vector>     // std::vector
+
+#include "../core/error.hpp"  // value_error
+#include "../core/shape.hpp"  // to_string(Dims)
+#include "communicator.hpp"   // Communicator, allgather, allgather_strings, split_u64
+
+namespace oar::dist {
+
+/// A model with one flat parameter buffer and one gradient buffer of the same size (Network):
+///   net.parameters().values() / .grads() -> std::span<T>, T float or double;
+///   net.parameters().entries()          -> the named tensors (key, dims, size) in the buffer.
+template <class M>
+concept FlatParameterModel = requires(M& m) {
+    m.parameters().values();
+    m.parameters().grads();
+    m.parameters().entries();
+    m.parameters().count();
+};
+
+struct DataParallelOptions {
+    /// Bytes of gradient per allreduce. Paddle's comm_buffer_size and PyTorch's bucket_cap_mb
+    /// default to 25 MB; small buckets cost one latency each, one huge bucket cannot overlap.
+    std::size_t bucket_bytes = 25u << 20;
+    /// Rank whose parameters every rank starts from.
+    int root = 0;
+};
+
+/// A rank's model: its parameter count and the keys and shapes of its tensors, as one line.
+template <FlatParameterModel M>
+std::string describe_parameters(const M& net) {
+    std::string s = "[";
+    for (const auto& e : net.parameters().entries()) {
+        if (s.size() > 1) s += ", ";
+        s += e.key + " " + to_string(e.dims);
+    }
+    return s + "]";
+}
+
+/// FNV-1a over the description and the buffer size: equal on ranks that built the same model.
+inline std::uint64_t fingerprint(const std::string& description, std::size_t buffer_size) {
+    std::uint64_t h = 14695981039346656037ull;
+    auto mix = [&](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
+    for (char c : description) mix(static_cast<unsigned char>(c));
+    for (int i = 0; i < 8; ++i) mix(static_cast<unsigned char>(buffer_size >> (8 * i)));
+    return h;
+}
+
+template <FlatParameterModel M, Communicator C>
+class DataParallel {
+public:
+    using value_type = typename decltype(std::declval<M&>().parameters().values())::value_type;
+
+    /// Refuses (value_error, on every rank) ranks whose models differ from the root's in parameter
+    /// count or in tensor keys and shapes, naming both; then broadcasts the root's parameters.
+    /// Both are collectives: every rank constructs its DataParallel at the same point.
+    DataParallel(M& net, C& comm, DataParallelOptions opts = {}) : net_(&net), comm_(&comm), opts_(opts) {
+        if (opts_.root < 0 || opts_.root >= comm.world_size())
+            throw value_error(detail::concat("DataParallel: root ", opts_.root, " is not a rank (world size ",
+                                             comm.world_size(), ")"));
+        const std::size_t per_bucket = std::max<std::size_t>(1, opts_.bucket_bytes / sizeof(value_type));
+        const std::size_t n = net.parameters().grads().size();
+        for (std::size_t first = 0; first < n; first += per_bucket)
+            buckets_.push_back({first, std::min(per_bucket, n - first)});
+        verify_same_model();
+        broadcast_parameters();
+    }
+
+    M& module() { return *net_; }
+    const M& module() const { return *net_; }
+    C& communicator() { return *comm_; }
+    int rank() const { return comm_->rank(); }
+    int world_size() const { return comm_->world_size(); }
+    /// Rank 0 alone writes checkpoints, curves, logs and the result line.
+    bool is_writer() const { return comm_->rank() == 0; }
+
+    /// net.forward, unchanged: each rank runs its own share of the global batch.
+    template <class X>
+    decltype(auto) forward(X&& x) { return net_->forward(static_cast<X&&>(x)); }
+    /// net.backward, then sync_gradients(): as Paddle's loss.backward() under DataParallel.
+    template <class DY>
+    void backward(DY&& dy) {
+        net_->backward(static_cast<DY&&>(dy));
+        sync_gradients();
+    }
+
+    /// Replaces every rank's gradients with their average over the ranks, one allreduce per
+    /// bucket, in buffer order. With losses that average over each rank's batch and equal batches
+    /// per rank, this is the gradient of the global batch's mean loss.
+    void sync_gradients() {
+        if (comm_->world_size() == 1) return;
+        const std::span<value_type> g = net_->parameters().grads();
+        for (const Bucket& b : buckets_) comm_->allreduce_average(g.subspan(b.first, b.size));
+    }
+
+    /// Every rank's parameters become the root's (also called by the constructor).
+    void broadcast_parameters() { comm_->broadcast(net_->parameters().values(), opts_.root); }
+
+    std::size_t num_buckets() const { return buckets_.size(); }
+    std::size_t bucket_bytes() const { return opts_.bucket_bytes; }
+
+private:
+    struct Bucket {
+        std::size_t first, size;  // in elements of the flat gradient buffer
+    };
+
+    void verify_same_model() {
+        const std::string mine = describe_parameters(*net_);
+        const std::size_t buffer = net_->parameters().values().size();
+        std::vector<double> fp = split_u64(fingerprint(mine, buffer));
+        fp.push_back(static_cast<double>(net_->parameters().count()));
+        const std::size_t k = fp.size();
+        const std::vector<double> all = allgather(*comm_, std::span<const double>(fp));
+        const auto root = static_cast<std::size_t>(opts_.root);
+        int odd = -1;  // the first rank whose model differs from the root's; all ranks see the same
+        for (std::size_t r = 0; r < static_cast<std::size_t>(comm_->world_size()) && odd < 0; ++r)
+            for (std::size_t i = 0; i < k; ++i)
+                if (all[r * k + i] != all[root * k + i]) odd = static_cast<int>(r);
+        if (odd < 0) return;
+        const std::vector<std::string> what = allgather_strings(*comm_, mine);  // every rank takes part
+        const auto o = static_cast<std::size_t>(odd);
+        auto count = [&](std::size_t r) { return static_cast<std::size_t>(all[r * k + k - 1]); };
+        throw value_error(detail::concat("DataParallel: the ranks built different models: rank ", odd, " has ",
+                                         count(o), " parameters in ", what[o], ", rank ", opts_.root, " has ",
+                                         count(root), " in ", what[root]));
+    }
+
+    M* net_;
+    C* comm_;
+    DataParallelOptions opts_;
+    std::vector<Bucket> buckets_;
+};
+
+}  // namespace oar::dist

@@ -1,0 +1,31 @@
+// LocalComm: the Communicator of a single process. Data-parallel code runs unchanged on it:
+// every collective is a no-op (the sum or average over one rank is the rank's own value).
+#pragma once
+
+#include <span>  // std::span
+
+#include "../core/error.hpp"  // value_error
+#include "communicator.hpp"   // Communicator
+
+namespace oar::dist {
+
+class LocalComm {
+public:
+    int rank() const { return 0; }
+    int world_size() const { return 1; }
+
+    template <class T>
+    void allreduce_sum(std::span<T>) {}
+    template <class T>
+    void allreduce_average(std::span<T>) {}
+    /// root must be 0, the only rank (a wrong root is a bug worth naming, as MPI would).
+    template <class T>
+    void broadcast(std::span<T>, int root) {
+        if (root != 0) throw value_error(detail::concat("LocalComm::broadcast: root ", root, " is not rank 0"));
+    }
+    void barrier() {}
+};
+
+static_assert(Communicator<LocalComm>);
+
+}  // namespace oar::dist
