@@ -12,6 +12,8 @@
 #include <oar/data/mnist.hpp>       // load_mnist: the IDX folder and its course split
 #include <oar/data/mnist_json.hpp>  // mnist_json_from_idx, write_mnist_json
 
+#include "cli.hpp"  // cli::for_each_flag
+
 namespace {
 
 constexpr const char* usage = R"(usage: mnist_to_json --data DIR --out FILE.json.gz [--level N]
@@ -34,25 +36,16 @@ struct Config {
 
 /// Returns false when --help was asked for.
 bool parse_args(int argc, char** argv, Config& c) {
-    for (int i = 1; i < argc; ++i) {
-        std::string flag = argv[i], value;
-        if (flag == "--help" || flag == "-h") return false;
-        if (flag.rfind("--", 0) != 0) throw oar::usage_error("unexpected argument '" + flag + "' (see --help)");
-        if (const auto eq = flag.find('='); eq != std::string::npos) {
-            value = flag.substr(eq + 1);
-            flag = flag.substr(0, eq);
-        } else {
-            if (i + 1 >= argc) throw oar::usage_error(flag + " needs a value (see --help)");
-            value = argv[++i];
-        }
+    const bool run = cli::for_each_flag(argc, argv, [&](const std::string& flag, const std::string& value) {
         if (flag == "--data") c.data = value;
         else if (flag == "--out") c.out = value;
         else if (flag == "--level") {
             if (value.size() != 1 || value[0] < '0' || value[0] > '9')
                 throw oar::usage_error("--level needs a gzip level 0-9, got '" + value + "'");
             c.level = value[0] - '0';
-        } else throw oar::usage_error("unknown flag '" + flag + "' (see --help)");
-    }
+        } else throw cli::unknown_flag(flag);
+    });
+    if (!run) return false;
     if (c.data.empty()) throw oar::usage_error("--data DIR is required (see --help)");
     if (c.out.empty()) throw oar::usage_error("--out FILE is required (see --help)");
     return true;

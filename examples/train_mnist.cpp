@@ -20,6 +20,7 @@
 #include <oar/dist/env.hpp>            // init_parallel_env: alone, or under mpirun
 #include <oar/oar.hpp>                // the library
 
+#include "cli.hpp"     // cli::for_each_flag
 #include "models.hpp"  // course::CNN, ...
 
 namespace {
@@ -124,17 +125,7 @@ float parse_float(const std::string& flag, const std::string& v) {
 
 /// Returns false when --help was asked for.
 bool parse_args(int argc, char** argv, Config& c) {
-    for (int i = 1; i < argc; ++i) {
-        std::string flag = argv[i], value;
-        if (flag == "--help" || flag == "-h") return false;
-        if (flag.rfind("--", 0) != 0) throw oar::usage_error("unexpected argument '" + flag + "' (see --help)");
-        if (const auto eq = flag.find('='); eq != std::string::npos) {
-            value = flag.substr(eq + 1);
-            flag = flag.substr(0, eq);
-        } else {
-            if (i + 1 >= argc) throw oar::usage_error(flag + " needs a value (see --help)");
-            value = argv[++i];
-        }
+    const bool run = cli::for_each_flag(argc, argv, [&](const std::string& flag, const std::string& value) {
         if (flag == "--data") c.data = value;
         else if (flag == "--model") c.model = value;
         else if (flag == "--optimizer") c.optimizer = value;
@@ -146,8 +137,9 @@ bool parse_args(int argc, char** argv, Config& c) {
         else if (flag == "--log-every") c.log_every = parse_count(flag, value, 0);
         else if (flag == "--workers") c.workers = parse_count(flag, value, 0);
         else if (flag == "--log-dir") c.log_dir = value;
-        else throw oar::usage_error("unknown flag '" + flag + "' (see --help)");
-    }
+        else throw cli::unknown_flag(flag);
+    });
+    if (!run) return false;
     if (c.model != "linear" && c.model != "sigmoid-mlp" && c.model != "mlp" && c.model != "cnn")
         throw oar::usage_error("--model must be linear, sigmoid-mlp, mlp or cnn, got '" + c.model + "'");
     if (c.optimizer != "sgd" && c.optimizer != "momentum" && c.optimizer != "adagrad" && c.optimizer != "adam")

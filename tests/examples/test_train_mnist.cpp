@@ -42,6 +42,18 @@ Run run_program(const std::string& program, const std::string& args) {
 
 Run run(const std::string& args) { return run_program(TRAIN_MNIST, args); }
 
+/// What a run learned, without its timings: the course's log lines, each epoch's train and valid
+/// loss and accuracy, and the test line.
+std::string learning(const std::string& out) {
+    std::string kept;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("epoch", 0) == 0) kept += line.substr(0, line.find(" | ", line.find(" | ") + 3)) + "\n";
+        if (line.rfind("test:", 0) == 0) kept += line + "\n";
+    }
+    return kept;
+}
+
 /// A learnable toy set in MNIST's layout: digit d is a bright vertical bar at column 2 + 2d.
 void write_set(const fs::path& dir, const std::string& prefix, std::uint32_t n) {
     oar_test::bytes images, labels;
@@ -88,16 +100,6 @@ TEST_CASE("worker threads change nothing in what is trained: the same losses for
     TempDir tmp;
     write_set(tmp.path, "train", 300);
     write_set(tmp.path, "t10k", 40);
-    // Every line but the timings: the course's log lines, the per-epoch losses and accuracies.
-    auto learning = [](const std::string& out) {
-        std::string kept;
-        std::istringstream in(out);
-        for (std::string line; std::getline(in, line);) {
-            if (line.rfind("epoch", 0) == 0) kept += line.substr(0, line.find(" | ", line.find(" | ") + 3)) + "\n";
-            if (line.rfind("test:", 0) == 0) kept += line + "\n";
-        }
-        return kept;
-    };
     const std::string args = "--data " + tmp.path.string() + " --model mlp --epochs 2 --batch-size 25 --log-every 3";
     const Run zero = run(args + " --workers 0");
     const Run two = run(args + " --workers 2");
@@ -118,15 +120,6 @@ TEST_CASE("the course's mnist.json.gz made by mnist_to_json trains exactly like 
     INFO(conv.output);
     REQUIRE(conv.status == 0);
     // The same splits, the same floats (x / 127.5 - 1 either way) and the same shuffles: the same run.
-    auto learning = [](const std::string& out) {
-        std::string kept;
-        std::istringstream in(out);
-        for (std::string line; std::getline(in, line);) {
-            if (line.rfind("epoch", 0) == 0) kept += line.substr(0, line.find(" | ", line.find(" | ") + 3)) + "\n";
-            if (line.rfind("test:", 0) == 0) kept += line + "\n";
-        }
-        return kept;
-    };
     const std::string args = " --model cnn --epochs 2 --batch-size 20 --log-every 4";
     const Run from_idx = run("--data " + tmp.path.string() + args);
     const Run from_json = run("--data " + json + args);
