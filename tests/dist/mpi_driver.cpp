@@ -3,41 +3,25 @@
 // and output. Registered as one ctest entry per case (tests/dist/CMakeLists.txt).
 #include <doctest/doctest.h>
 
-#include <array>       // std::array: the read buffer
-#include <chrono>      // std::chrono::steady_clock: how long a job took
 #include <cstdint>     // std::uint32_t
-#include <cstdio>      // popen, pclose, std::fgets
 #include <filesystem>  // std::filesystem
 #include <regex>       // std::regex: the result line
 #include <sstream>     // std::istringstream: lines
 #include <string>      // std::string
-#include <sys/wait.h>  // WIFEXITED, WEXITSTATUS
 #include <vector>      // std::vector
 
-#include "support/files.hpp"      // oar_test::write_gzip
-#include "support/idx_files.hpp"  // oar_test::idx_bytes
+#include "support/process.hpp"    // oar_test::run_command: mpirun as a real process
 #include "support/temp_dir.hpp"   // oar_test::TempDir
+#include "support/toy_mnist.hpp"  // oar_test::write_toy_mnist_set: learnable IDX files
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Job {
-    int status = -1;      // the exit status, -1 if killed by a signal
-    std::string output;   // what the command printed (stdout, plus stderr where redirected)
-    double seconds = 0;
-};
+using Job = oar_test::Run;
 
 Job run(const std::string& cmd) {
-    const auto t0 = std::chrono::steady_clock::now();
-    Job j;
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::array<char, 4096> buf{};
-    while (std::fgets(buf.data(), buf.size(), p)) j.output += buf.data();
-    const int st = pclose(p);
-    j.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    j.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const Job j = oar_test::run_command(cmd);
     MESSAGE("$ ", cmd, "\n", j.output, "(exit status ", j.status, " after ", j.seconds, " s)");
     return j;
 }
@@ -60,18 +44,8 @@ std::string last_line(const std::string& text) {
     return last;
 }
 
-/// A learnable toy set in MNIST's layout (as tests/examples): digit d is a bright bar at column 2 + 2d.
 void write_set(const fs::path& dir, const std::string& prefix, std::uint32_t n) {
-    oar_test::bytes images, labels;
-    for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t d = (i * 7) % 10;
-        for (std::size_t y = 0; y < 28; ++y)
-            for (std::size_t x = 0; x < 28; ++x)
-                images.push_back(x == 2 + 2 * d || x == 3 + 2 * d ? 255 : static_cast<std::uint8_t>((x * y + i) % 17));
-        labels.push_back(static_cast<std::uint8_t>(d));
-    }
-    oar_test::write_gzip(dir / (prefix + "-images-idx3-ubyte.gz"), oar_test::idx_bytes({n, 28, 28}, images));
-    oar_test::write_gzip(dir / (prefix + "-labels-idx1-ubyte.gz"), oar_test::idx_bytes({n}, labels));
+    oar_test::write_toy_mnist_set(dir, prefix, n);
 }
 
 /// train/valid = 1,000 + 200 training images (the IDX loader splits the last off as valid), 200 test.

@@ -4,7 +4,6 @@
 
 #include <zlib.h>
 
-#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -12,32 +11,22 @@
 #include <regex>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
 #include <vector>
 
 #include "support/files.hpp"      // oar_test::write_gzip: the .gz inputs
 #include "support/idx_files.hpp"  // oar_test::idx_bytes: their contents
+#include "support/process.hpp"    // oar_test::run_command: the programs as real processes
+#include "support/toy_mnist.hpp"  // oar_test::write_toy_mnist_set: learnable IDX files
 #include "support/temp_dir.hpp"   // oar_test::TempDir: the data folder
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-    int status = -1;
-    std::string output;  // stdout and stderr
-};
+using oar_test::Run;
 
 Run run_program(const std::string& program, const std::string& args) {
-    const std::string cmd = program + " " + args + " 2>&1";
-    Run r;
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::array<char, 4096> buf{};
-    while (std::fgets(buf.data(), buf.size(), p)) r.output += buf.data();
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
+    return oar_test::run_command(program + " " + args + " 2>&1");
 }
 
 Run run(const std::string& args) { return run_program(TRAIN_MNIST, args); }
@@ -54,18 +43,8 @@ std::string learning(const std::string& out) {
     return kept;
 }
 
-/// A learnable toy set in MNIST's layout: digit d is a bright vertical bar at column 2 + 2d.
 void write_set(const fs::path& dir, const std::string& prefix, std::uint32_t n) {
-    oar_test::bytes images, labels;
-    for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t d = (i * 7) % 10;
-        for (std::size_t y = 0; y < 28; ++y)
-            for (std::size_t x = 0; x < 28; ++x)
-                images.push_back(x == 2 + 2 * d || x == 3 + 2 * d ? 255 : static_cast<std::uint8_t>((x * y + i) % 17));
-        labels.push_back(static_cast<std::uint8_t>(d));
-    }
-    oar_test::write_gzip(dir / (prefix + "-images-idx3-ubyte.gz"), oar_test::idx_bytes({n, 28, 28}, images));
-    oar_test::write_gzip(dir / (prefix + "-labels-idx1-ubyte.gz"), oar_test::idx_bytes({n}, labels));
+    oar_test::write_toy_mnist_set(dir, prefix, n);
 }
 
 using oar_test::TempDir;
