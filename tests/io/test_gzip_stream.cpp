@@ -21,20 +21,11 @@ using oar_test::bytes;
 using oar_test::contains;
 using oar_test::message_of;
 using oar_test::read_raw;
+using oar_test::sample_bytes;
 using oar_test::TempDir;
 using oar_test::write_gzip;
 using oar_test::write_raw;
 
-/// Deterministic bytes that compress somewhat (so the deflate stream has real structure).
-bytes sample_bytes(std::size_t n, std::uint32_t seed = 1) {
-    bytes b(n);
-    std::uint32_t s = seed;
-    for (std::size_t i = 0; i < n; ++i) {
-        s = s * 1664525u + 1013904223u;
-        b[i] = static_cast<std::uint8_t>((s >> 24) % 23 + (i % 7));
-    }
-    return b;
-}
 
 oar::io::InflateThread::Options blocks_of(std::size_t n, std::size_t queue = 4) {
     oar::io::InflateThread::Options o;

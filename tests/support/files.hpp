@@ -53,4 +53,15 @@ inline void write_gzip(const std::filesystem::path& path, const bytes& data) { d
 /// Appends `data` to `path` as another gzip member.
 inline void append_gzip(const std::filesystem::path& path, const bytes& data) { detail::gzip_to(path, data, "ab"); }
 
+/// Deterministic bytes that compress somewhat (so the deflate stream has real structure).
+inline bytes sample_bytes(std::size_t n, std::uint32_t seed = 1) {
+    bytes b(n);
+    std::uint32_t s = seed;
+    for (std::size_t i = 0; i < n; ++i) {
+        s = s * 1664525u + 1013904223u;
+        b[i] = static_cast<std::uint8_t>((s >> 24) % 23 + (i % 7));
+    }
+    return b;
+}
+
 }  // namespace oar_test
