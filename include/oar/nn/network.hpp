@@ -2,14 +2,21 @@
 // backend, owning its flat parameter/gradient buffers and an activation arena whose per-sample
 // layout is fixed at compile time. forward keeps every layer's output for backward; backward
 // accumulates parameter gradients until clear_grad(), as Paddle's and PyTorch's loops expect.
+// forward/backward take an optional observer (diagnostics, NaN guard, per-layer allreduce in
+// nn/hooks.hpp and dist/) called after each layer; without one, no call is compiled in.
 #pragma once
 
 #include <algorithm>    // std::copy
+#include <array>        // std::array of per-layer entry ranges
+#include <concepts>     // std::same_as
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::uint64_t
 #include <string>       // std::string
+#include <span>         // std::span in LayerEvent
+#include <string_view>  // std::string_view in LayerEvent
 #include <tuple>        // std::tuple, std::get
-#include <utility>      // std::index_sequence
+#include <type_traits>  // std::remove_reference_t
+#include <utility>      // std::index_sequence, std::as_const
 #include <vector>       // std::vector
 
 #include "../core/aligned.hpp"         // aligned_vector
@@ -23,6 +30,44 @@
 #include "sequential.hpp"              // Sequential::bind
 
 namespace oar {
+
+enum class Pass { forward, backward };
+
+/// What an observer sees after one layer ran (see Network::forward(x, obs) / backward(dy, obs)).
+/// Views point into the network's arena and flat buffers: valid during the call only.
+template <class T>
+struct basic_layer_event {
+    Pass pass = Pass::forward;
+    std::size_t index = 0;       ///< position of the layer in its Sequential
+    std::string_view name;       ///< the layer's name, e.g. "Conv2D"
+    std::uint64_t step = 0;      ///< training forward passes before this one (the forward this backward follows)
+    Mode mode = Mode::train;
+    basic_tensor_view<const T> input;   ///< the layer's input x (batch, in dims)
+    basic_tensor_view<const T> output;  ///< the layer's output y (batch, out dims)
+    basic_tensor_view<const T> dy;      ///< backward: dL/dy
+    basic_tensor_view<const T> dx;      ///< backward: dL/dx; empty for layer 0 unless backward(dy, dx) asked for it
+    /// backward: the layer's whole block of the flat gradient buffer (cache-line padding included,
+    /// so the blocks of all layers tile the buffer); empty for parameter-free layers. Mutable, so a
+    /// data-parallel observer can allreduce it in place while earlier layers still run backward.
+    std::span<T> param_grads;
+    std::size_t param_offset = 0;       ///< where param_grads starts in the flat buffer, in values
+    std::span<const T> param_values;    ///< the same block of the parameter buffer
+    std::span<const ParamEntry> params; ///< the layer's named tensors ("3.weight"); offsets are into the flat buffer
+};
+using LayerEvent = basic_layer_event<float>;
+
+/// The observer that observes nothing: forward(x) and backward(dy) use it, so no call is made.
+struct no_observer {};
+
+template <class O, class T>
+concept ForwardObserver = requires(O& o, const basic_layer_event<T>& e) { o.on_forward(e); };
+template <class O, class T>
+concept BackwardObserver = requires(O& o, const basic_layer_event<T>& e) { o.on_backward(e); };
+/// What forward(x, obs) / backward(dy, obs) accept: something with on_forward or on_backward (or
+/// both), or no_observer. (So a tensor passed where an observer goes is an error, not ignored.)
+template <class O, class T>
+concept LayerObserver = ForwardObserver<std::remove_reference_t<O>, T> || BackwardObserver<std::remove_reference_t<O>, T> ||
+                        std::same_as<std::remove_cvref_t<O>, no_observer>;
 
 template <class Seq, class InShape, class B = cpu>
 class Network {
@@ -42,6 +87,7 @@ public:
     using mutable_view_type = basic_tensor_view<value_type>;
     using parameter_set = basic_parameter_set<value_type>;
     using state_entry = basic_state_entry<value_type>;
+    using layer_event = basic_layer_event<value_type>;
     static constexpr std::size_t num_layers = sizeof...(Ls);
 
     /// Builds the network with Paddle's default initialisation drawn from `seed`.
@@ -51,17 +97,22 @@ public:
         std::size_t t = 0;
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
             using L = std::tuple_element_t<I, std::tuple<Ls...>>;
+            entry_begin_[I] = t;
             if constexpr (ParametricLayer<L>) {
                 const auto specs = L::params(info::dims[I]);
                 for (std::size_t k = 0; k < specs.size(); ++k, ++t)
                     initialize(specs[k], params_.value(params_.entries()[t]), ctx_.rng, t);
             }
         });
+        entry_begin_[num_layers] = t;
     }
 
     /// Runs every layer on x (batch, In...). The result is a view into the network's arena, valid
     /// until the next forward. x is copied in, so the caller may reuse its buffer.
-    view_type forward(view_type x) {
+    view_type forward(view_type x) { return forward(x, no_observer{}); }
+    /// The same, calling obs.on_forward(layer_event) after each layer when Obs has it.
+    template <LayerObserver<value_type> Obs>
+    view_type forward(view_type x, Obs&& obs) {
         if (!(x.dims() == In::dims))
             throw shape_error(detail::concat("Network::forward: input has per-sample shape ", to_string(x.dims()),
                                              ", the network was bound to ", to_string(In::dims)));
@@ -78,6 +129,12 @@ public:
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
             enter_layer(I);
             std::get<I>(layers_).forward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), batch_);
+            if constexpr (ForwardObserver<std::remove_reference_t<Obs>, value_type>) {
+                layer_event e = make_event(Pass::forward, I);
+                e.input = activation(I);
+                e.output = activation(I + 1);
+                obs.on_forward(std::as_const(e));
+            }
         });
         if (mode_ == Mode::train) ++step_;
         return activation(num_layers);
@@ -86,12 +143,20 @@ public:
 
     /// Back-propagates dL/d(output) through the last forward's activations, adding to the
     /// parameter gradients. With `dx`, also writes dL/d(input) there.
-    void backward(view_type dy) { backward_impl(dy, nullptr); }
-    void backward(view_type dy, mutable_view_type dx) {
+    void backward(view_type dy) { backward(dy, no_observer{}); }
+    void backward(view_type dy, mutable_view_type dx) { backward(dy, dx, no_observer{}); }
+    /// The same, calling obs.on_backward(layer_event) after each layer (last layer first) when
+    /// Obs has it; the event carries that layer's finished parameter gradients.
+    template <LayerObserver<value_type> Obs>
+    void backward(view_type dy, Obs&& obs) {
+        backward_impl(dy, nullptr, obs);
+    }
+    template <LayerObserver<value_type> Obs>
+    void backward(view_type dy, mutable_view_type dx, Obs&& obs) {
         if (!(dx.dims() == In::dims) || dx.batch() != batch_)
             throw shape_error(detail::concat("Network::backward: dx has shape ", dx.shape_string(), ", expected ",
                                              view_type(nullptr, batch_, In::dims).shape_string()));
-        backward_impl(dy, dx.data());
+        backward_impl(dy, dx.data(), obs);
     }
 
     void train() { mode_ = Mode::train; }
@@ -162,7 +227,22 @@ private:
         return const_cast<value_type*>(acts_.data()) + off * capacity_;
     }
 
-    void backward_impl(view_type dy, value_type* dx_out) {
+    layer_event make_event(Pass pass, std::size_t i) {
+        layer_event e;
+        e.pass = pass;
+        e.index = i;
+        e.name = info::names[i];
+        e.step = ctx_.step;
+        e.mode = ctx_.mode;
+        e.param_offset = info::param_offsets[i];
+        e.param_grads = params_.grads().subspan(info::param_offsets[i], info::param_blocks[i]);
+        e.param_values = std::span<const value_type>(params_.values()).subspan(info::param_offsets[i], info::param_blocks[i]);
+        e.params = std::span<const ParamEntry>(params_.entries()).subspan(entry_begin_[i], entry_begin_[i + 1] - entry_begin_[i]);
+        return e;
+    }
+
+    template <class Obs>
+    void backward_impl(view_type dy, value_type* dx_out, Obs& obs) {
         if (batch_ == 0) throw value_error("Network::backward: call forward first");
         if (!(dy.dims() == info::dims[num_layers]) || dy.batch() != batch_)
             throw shape_error(detail::concat("Network::backward: dy has shape ", dy.shape_string(), ", expected ",
@@ -175,18 +255,27 @@ private:
         ctx_.workspace = workspace_.data();
         ctx_.workspace_size = workspace_.size();
         [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (backward_layer<num_layers - 1 - I>(cur, next, dx_out), ...);
+            (backward_layer<num_layers - 1 - I>(cur, next, dx_out, obs), ...);
         }(std::index_sequence_for<Ls...>{});
     }
 
-    template <std::size_t I>
-    void backward_layer(value_type*& cur, value_type*& next, value_type* dx_out) {
+    template <std::size_t I, class Obs>
+    void backward_layer(value_type*& cur, value_type*& next, value_type* dx_out, Obs& obs) {
         enter_layer(I);
         value_type* dx = I == 0 ? dx_out : next;
         std::get<I>(layers_).backward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), cur, dx, batch_);
+        if constexpr (BackwardObserver<Obs, value_type>) {
+            layer_event e = make_event(Pass::backward, I);
+            e.input = activation(I);
+            e.output = activation(I + 1);
+            e.dy = view_type(cur, batch_, info::dims[I + 1]);
+            if (dx) e.dx = view_type(dx, batch_, info::dims[I]);
+            obs.on_backward(std::as_const(e));
+        }
         std::swap(cur, next);
     }
 
+    std::array<std::size_t, num_layers + 1> entry_begin_{};  ///< layer i's tensors: entries()[entry_begin_[i], entry_begin_[i+1])
     std::tuple<Ls...> layers_{};
     parameter_set params_;
     Context<B> ctx_{};
