@@ -1,0 +1,99 @@
+// Tests of include/oar/core/thread_pool.hpp: every task runs exactly once on its static chunk,
+// nesting runs serially, exceptions come back to the caller, OAR_NUM_THREADS is honoured.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <atomic>     // std::atomic
+#include <cstddef>    // std::size_t
+#include <cstdlib>    // setenv, unsetenv
+#include <stdexcept>  // std::runtime_error
+#include <thread>     // std::this_thread::get_id
+#include <vector>     // std::vector
+
+#include <oar/core/thread_pool.hpp>  // under test
+
+TEST_CASE("parallel_for runs every task exactly once, for any task count and pool size") {
+    for (std::size_t threads : {1u, 2u, 3u, 5u}) {
+        oar::ThreadPool pool(threads);
+        CHECK(pool.size() == threads);
+        for (std::size_t tasks : {0u, 1u, 2u, 3u, 7u, 64u, 1001u}) {
+            std::vector<std::atomic<int>> hits(tasks);
+            pool.parallel_for(tasks, [&](std::size_t i) { hits[i].fetch_add(1); });
+            for (std::size_t i = 0; i < tasks; ++i) CHECK(hits[i].load() == 1);
+        }
+    }
+}
+
+TEST_CASE("static chunks are contiguous, cover the range and differ in size by at most one") {
+    for (std::size_t parts : {1u, 2u, 3u, 4u, 7u})
+        for (std::size_t tasks : {7u, 8u, 100u, 101u}) {
+            CHECK(oar::ThreadPool::chunk_begin(tasks, parts, 0) == 0);
+            CHECK(oar::ThreadPool::chunk_begin(tasks, parts, parts) == tasks);
+            for (std::size_t t = 0; t < parts; ++t) {
+                const std::size_t len =
+                    oar::ThreadPool::chunk_begin(tasks, parts, t + 1) - oar::ThreadPool::chunk_begin(tasks, parts, t);
+                CHECK((len == tasks / parts || len == tasks / parts + 1));
+            }
+        }
+}
+
+TEST_CASE("a pool of two threads runs tasks on two different threads") {
+    oar::ThreadPool pool(2);
+    std::vector<std::thread::id> ids(2);
+    pool.parallel_for(2, [&](std::size_t i) { ids[i] = std::this_thread::get_id(); });
+    CHECK(ids[0] == std::this_thread::get_id());  // the caller takes the first chunk
+    CHECK(ids[1] != ids[0]);
+}
+
+TEST_CASE("a parallel_for inside a task runs serially on that task's thread") {
+    oar::ThreadPool pool(3);
+    std::vector<std::atomic<int>> hits(3 * 4);
+    std::atomic<int> wrong_thread{0};
+    pool.parallel_for(3, [&](std::size_t i) {
+        CHECK(oar::ThreadPool::in_task());
+        const auto outer = std::this_thread::get_id();
+        pool.parallel_for(4, [&](std::size_t j) {
+            if (std::this_thread::get_id() != outer) wrong_thread.fetch_add(1);
+            hits[i * 4 + j].fetch_add(1);
+        });
+    });
+    CHECK(!oar::ThreadPool::in_task());
+    CHECK(wrong_thread.load() == 0);
+    for (auto& h : hits) CHECK(h.load() == 1);
+}
+
+TEST_CASE("an exception thrown by a task reaches the caller, and the pool keeps working") {
+    oar::ThreadPool pool(2);
+    CHECK_THROWS_WITH_AS(pool.parallel_for(10,
+                                           [](std::size_t i) {
+                                               if (i == 9) throw std::runtime_error("task 9 failed");
+                                           }),
+                         "task 9 failed", std::runtime_error);
+    std::atomic<int> n{0};
+    pool.parallel_for(10, [&](std::size_t) { n.fetch_add(1); });
+    CHECK(n.load() == 10);
+}
+
+TEST_CASE("many short parallel_for calls in a row all complete (no lost wake-ups)") {
+    oar::ThreadPool pool(2);
+    long total = 0;
+    std::vector<long> part(2);
+    for (int round = 0; round < 20000; ++round) {
+        pool.parallel_for(2, [&](std::size_t i) { part[i] = round + static_cast<long>(i); });
+        total += part[0] + part[1];
+    }
+    CHECK(total == 2L * (19999L * 20000L / 2) + 20000L);
+}
+
+TEST_CASE("OAR_NUM_THREADS sets the default thread count and a malformed value is a clear error") {
+    setenv("OAR_NUM_THREADS", "3", 1);
+    CHECK(oar::default_thread_count() == 3);
+    for (const char* bad : {"0", "two", "-1", "3x"}) {
+        setenv("OAR_NUM_THREADS", bad, 1);
+        CHECK_THROWS_WITH_AS(oar::default_thread_count(),
+                             doctest::Contains("OAR_NUM_THREADS: expected a thread count"),
+                             oar::value_error);
+    }
+    unsetenv("OAR_NUM_THREADS");
+    CHECK(oar::default_thread_count() >= 1);
+    CHECK_THROWS_AS(oar::ThreadPool(0), oar::value_error);
+}
