@@ -343,15 +343,21 @@ TEST_CASE("a bad tar header checksum is a format_error at the header's offset") 
 
 TEST_CASE("a tar member that claims more bytes than the archive holds fails without allocating them") {
     TempDir dir;
-    bytes t = tar_header("cifar-10-batches-bin/data_batch_1.bin", 077777777777ull);  // 8 GiB - 1
+    bytes t = tar_header("cifar-10-batches-bin/data_batch_1.bin", 1000000000ull);  // under the 1 GiB cap
     append(t, batch_bytes(0, 2));
     write_gzip(dir.file("big.tar.gz"), t);
     const std::string what = error_of([&] { (void)data::load_cifar10_archive(dir.file("big.tar.gz")); });
     INFO(what);
     CHECK(contains(what, dir.file("big.tar.gz")));
     CHECK(contains(what, "cifar-10-batches-bin/data_batch_1.bin"));
-    CHECK(contains(what, "claims 8589934591 bytes of data from offset 512"));
+    CHECK(contains(what, "claims 1000000000 bytes of data from offset 512"));
     CHECK(contains(what, "ends at offset 6658"));
+    // A batch member above cifar10_max_batch_bytes is refused from its size field alone.
+    t = tar_header("cifar-10-batches-bin/data_batch_1.bin", 077777777777ull);  // 8 GiB - 1
+    append(t, batch_bytes(0, 2));
+    write_gzip(dir.file("huge.tar.gz"), t);
+    const std::string huge = error_of([&] { (void)data::load_cifar10_archive(dir.file("huge.tar.gz")); });
+    CHECK(contains(huge, "claims 8589934591 bytes, more than the 1073741824 a CIFAR-10 batch may hold"));
     // The same for a member that is skipped.
     t = tar_header("other.bin", 077777777777ull);
     append(t, bytes(1000, 1));

@@ -256,3 +256,33 @@ TEST_CASE("a corrupt gzip IDX file is a format_error naming the file") {
     write_raw(path, gz);
     CHECK(contains(message_of<oar::format_error>([&] { (void)oar::data::read_idx(path); }), path));
 }
+
+TEST_CASE("a gzip bomb behind a small IDX header is cut at the promised size plus 1 MiB") {
+    TempDir dir;
+    // The header promises 2 x 3 x 3 = 18 values; 8 MiB of zeros follow (a few KiB compressed).
+    bytes b = idx_bytes({2, 3, 3}, counting_values(18));
+    b.resize(b.size() + (std::size_t(8) << 20), 0);
+    const std::string path = dir.file("bomb.idx.gz");
+    write_gzip(path, b);
+    const std::string what = message_of<oar::format_error>([&] { (void)oar::data::read_idx(path); });
+    INFO(what);
+    CHECK(contains(what, path));
+    CHECK(contains(what, "gzip bomb"));
+    CHECK(contains(what, std::to_string(16 + 18 + (1u << 20))));  // where reading stopped
+    // Within the slack, trailing bytes are still counted and named as before.
+    bytes small = idx_bytes({2, 3, 3}, counting_values(18));
+    small.resize(small.size() + 1000, 0);
+    write_gzip(dir.file("tail.idx.gz"), small);
+    CHECK(contains(message_of<oar::format_error>([&] { (void)oar::data::read_idx(dir.file("tail.idx.gz")); }),
+                   "1018 data bytes"));
+}
+
+TEST_CASE("read_idx never reads more than max_bytes, whatever the header claims") {
+    TempDir dir;
+    const std::string path = dir.file("big.idx.gz");
+    write_gzip(path, idx_bytes({4000}, counting_values(4000)));
+    CHECK(oar::data::read_idx(path, 4008).values.size() == 4000);
+    const std::string what = message_of<oar::format_error>([&] { (void)oar::data::read_idx(path, 4007); });
+    CHECK(contains(what, path));
+    CHECK(contains(what, "4007"));
+}

@@ -192,3 +192,29 @@ TEST_CASE("read_maybe_gzip accepts a file of exactly limit bytes") {
     CHECK_NOTHROW((void)oar::io::read_maybe_gzip(dir.file("raw"), 3000));
     CHECK_NOTHROW((void)oar::io::read_maybe_gzip(dir.file("empty"), 0));
 }
+
+TEST_CASE("read_maybe_gzip_prefix returns the first n bytes of a raw or gzip file without reading the rest") {
+    TempDir dir;
+    const bytes data = sample_bytes(5000);
+    write_raw(dir.file("raw"), data);
+    write_gzip(dir.file("gz"), data);
+    for (const char* name : {"raw", "gz"}) {
+        const std::string path = dir.file(name);
+        INFO(path);
+        CHECK(oar::io::read_maybe_gzip_prefix(path, 20) == bytes(data.begin(), data.begin() + 20));
+        CHECK(oar::io::read_maybe_gzip_prefix(path, 0).empty());
+        CHECK(oar::io::read_maybe_gzip_prefix(path, 9000) == data);  // shorter file: all of it
+    }
+    CHECK_THROWS_AS((void)oar::io::read_maybe_gzip_prefix(dir.file("missing"), 4), oar::io_error);
+}
+
+TEST_CASE("the limit message says where the limit came from") {
+    TempDir dir;
+    write_raw(dir.file("raw"), sample_bytes(100));
+    try {
+        (void)oar::io::read_maybe_gzip(dir.file("raw"), 10, "the header promised 10");
+        FAIL("accepted 100 bytes with a limit of 10");
+    } catch (const oar::format_error& e) {
+        CHECK(contains(e.what(), "the header promised 10"));
+    }
+}

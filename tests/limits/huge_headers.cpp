@@ -123,6 +123,26 @@ int main() {
     expect_rejected("CIFAR-10 tar GNU long name claiming 100 GB",
                     [&] { (void)oar::data::load_cifar10_archive(file("longname.tar")); });
 
+    // Gzip bombs: real data, far more than the header promises or a batch may hold, a few MiB
+    // compressed. An IDX header promising 1000 x 28 x 28 followed by 1 GiB of zeros (read_idx stops
+    // at the promise plus 1 MiB), and a CIFAR-10 tar.gz batch member of 1.1 GiB of zero records
+    // (refused from its size field, before reading).
+    bytes small{0, 0, 8, 3};
+    put_be32(small, 1000);
+    put_be32(small, 28);
+    put_be32(small, 28);
+    write_gzip(file("bomb.idx.gz"), std::string(small.begin(), small.end()), std::string(1, '\0'),
+               std::size_t(1) << 30);
+    expect_rejected("gzip IDX bomb: 1 GiB behind a 784,000-byte header",
+                    [&] { (void)oar::data::read_idx(file("bomb.idx.gz")); });
+    {
+        const std::uint64_t member = std::uint64_t(3073) * 375000;  // 1.07 GiB of whole records
+        const bytes h = tar_header("cifar-10-batches-bin/data_batch_1.bin", member);
+        write_gzip(file("bomb.tar.gz"), std::string(h.begin(), h.end()), std::string(3073, '\0'), 375000);
+        expect_rejected("CIFAR-10 tar.gz bomb: a batch member of 1.07 GiB of records",
+                        [&] { (void)oar::data::load_cifar10_archive(file("bomb.tar.gz")); });
+    }
+
     // mnist.json.gz: one image, and one label, of 512 MiB of text (more than the address space
     // allowed) that never ends; read with the default options (max_element_bytes 16 MiB).
     write_gzip(file("huge_image.json.gz"), "[[[[1", "1", std::size_t(512) << 20, "]]]]");

@@ -28,6 +28,9 @@ inline constexpr std::size_t cifar10_classes = 10;
 inline constexpr std::size_t cifar10_image_bytes = 3 * 32 * 32;              // R, G, B planes of 32x32
 inline constexpr std::size_t cifar10_record_bytes = 1 + cifar10_image_bytes;  // label byte + image
 inline constexpr Dims cifar10_dims = make_dims(3, 32, 32);
+/// The most bytes one batch (file or tar member) may hold: 1 GiB, 35 times a real batch's
+/// 30,730,000. Larger ones are refused before they are read, so a gzip bomb is never inflated.
+inline constexpr std::size_t cifar10_max_batch_bytes = std::size_t(1) << 30;
 
 /// The batch files in the order their records are concatenated: train = 1..5, then test.
 inline constexpr std::array<const char*, 6> cifar10_batch_files{"data_batch_1.bin", "data_batch_2.bin",
@@ -227,7 +230,8 @@ namespace oar::data {
 /// size that is not a multiple of 3073 bytes, or a label above 9; io_error if it cannot be read.
 inline void read_cifar10_batch(const std::string& path, std::vector<std::uint8_t>& pixels,
                                std::vector<std::int64_t>& labels) {
-    const std::vector<std::uint8_t> bytes = io::read_maybe_gzip(path);
+    const std::vector<std::uint8_t> bytes =
+        io::read_maybe_gzip(path, cifar10_max_batch_bytes, "oar::data::cifar10_max_batch_bytes; a real batch has 30730000");
     oar::detail::append_cifar10_records(bytes, oar::detail::cifar_source{path}, pixels, labels);
 }
 
@@ -368,6 +372,10 @@ inline Cifar10Splits load_cifar10_archive(const std::string& archive, float scal
             throw format_error(concat(archive, ": tar members ", found[k], " and ", name, " (header at offset ", at,
                                       ") both hold ", cifar10_batch_files[k]));
         found[k] = name;
+        if (size > cifar10_max_batch_bytes)
+            throw format_error(concat(archive, ": tar member ", name, " (header at offset ", at, ") claims ", size,
+                                      " bytes, more than the ", cifar10_max_batch_bytes,
+                                      " a CIFAR-10 batch may hold (a real one has 30730000)"));
         std::vector<std::uint8_t> data;
         read_data(size, name, at, &data);
         const oar::detail::cifar_source source{concat(archive, ": member ", name), true, at + 512};

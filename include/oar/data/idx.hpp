@@ -20,9 +20,34 @@ struct IdxArray {
     std::vector<std::uint8_t> values;
 };
 
-/// Reads an IDX file of unsigned bytes (type 0x08) with rank 1..4, raw or gzip-compressed.
-inline IdxArray read_idx(const std::string& path) {
-    const std::vector<std::uint8_t> bytes = io::read_maybe_gzip(path);
+/// The most bytes read_idx reads by default: 16 GiB, far above any image set that fits in memory.
+inline constexpr std::size_t idx_max_bytes = std::size_t(1) << 34;
+
+/// How much of an IDX file to read: the size its header promises plus 1 MiB (so that trailing
+/// bytes are still counted and named), at most `max_bytes`. A gzip bomb behind a small header is
+/// cut there instead of being inflated whole; a malformed header reads up to `max_bytes`, where
+/// read_idx's checks name the problem.
+inline std::size_t idx_read_limit(const std::vector<std::uint8_t>& head, std::size_t max_bytes) {
+    if (head.size() < 4 || head[3] < 1 || head[3] > 4 || head.size() < 4u + 4u * head[3]) return max_bytes;
+    const std::size_t header = 4u + 4u * head[3];
+    std::size_t claimed = 1;
+    for (std::size_t i = 4; i < header; i += 4) {
+        const std::size_t d = (std::size_t{head[i]} << 24) | (std::size_t{head[i + 1]} << 16) |
+                              (std::size_t{head[i + 2]} << 8) | std::size_t{head[i + 3]};
+        if (d != 0 && claimed > max_bytes / d) return max_bytes;  // the checks below name the dimension
+        claimed *= d;
+    }
+    const std::size_t slack = std::size_t(1) << 20;
+    if (max_bytes < header + slack || claimed > max_bytes - header - slack) return max_bytes;
+    return header + claimed + slack;
+}
+
+/// Reads an IDX file of unsigned bytes (type 0x08) with rank 1..4, raw or gzip-compressed, reading
+/// no more than its header promises (plus 1 MiB) and never more than `max_bytes`.
+inline IdxArray read_idx(const std::string& path, std::size_t max_bytes = idx_max_bytes) {
+    const std::vector<std::uint8_t> bytes =
+        io::read_maybe_gzip(path, idx_read_limit(io::read_maybe_gzip_prefix(path, 20), max_bytes),
+                            "more than the IDX header promises plus 1 MiB: trailing data, or a gzip bomb");
     if (bytes.size() < 4)
         throw format_error(detail::concat(path, ": ", bytes.size(), " bytes, too short for an IDX header (offset 0)"));
     auto be32 = [&](std::size_t off) {
