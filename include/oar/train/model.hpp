@@ -1,0 +1,559 @@
+// oar::Model<Net, Loss>: paddle.Model (hapi) over a Network, typed. prepare(optimizer, loss,
+// metrics) once, then fit / evaluate / predict; callbacks are plain types with optional hooks
+// (on_train_begin, on_epoch_begin, on_train_batch_end, on_epoch_end, on_eval_end, on_train_end),
+// passed as a pack and called with the model and a Logs struct. The manual loop stays possible:
+// Model only drives the same forward, loss, backward, step, clear_grad the course writes by hand.
+#pragma once
+
+#include <algorithm>    // std::clamp
+#include <chrono>       // std::chrono::steady_clock: step timings
+#include <cmath>        // std::lround
+#include <concepts>     // std::convertible_to
+#include <cstddef>      // std::size_t
+#include <cstdint>      // std::int64_t, std::uint64_t
+#include <functional>   // std::function: the type-erased optimizer and gradient sync
+#include <memory>       // std::unique_ptr: a metric's holder
+#include <optional>     // std::optional: Logs::get
+#include <span>         // std::span: labels
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <type_traits>  // std::remove_cvref_t
+#include <typeinfo>     // typeid: optimizer<O>() checks the type it was prepared with
+#include <utility>      // std::move, std::pair
+#include <vector>       // std::vector
+
+#include "../core/error.hpp"          // value_error
+#include "../core/tensor.hpp"         // Tensor, TensorView
+#include "../data/dataloader.hpp"     // DataLoader, LoaderOptions
+#include "../data/dataset.hpp"        // Dataset
+#include "../loss/cross_entropy.hpp"  // CrossEntropyLoss: the default loss
+#include "../loss/mse.hpp"            // MSELoss: LabelMSELoss
+#include "../metric/accuracy.hpp"     // Accuracy: top_k_accuracy
+#include "../optim/optimizer.hpp"     // Optimizer concept
+
+namespace oar {
+
+// ---------------------------------------------------------------------------------------------
+// Losses and metrics over (output, labels)
+
+/// LabelLoss: forward(output, labels) returns the batch loss and keeps d(loss)/d(output) for
+/// backward(). CrossEntropyLoss is one; LabelMSELoss adapts MSELoss to integer labels.
+template <class L>
+concept LabelLoss = requires(L& l, TensorView out, std::span<const std::int64_t> labels) {
+    { l.forward(out, labels) } -> std::convertible_to<float>;
+    { l.backward() } -> std::convertible_to<TensorView>;
+};
+
+/// The course's regressors: MSE between a one-value prediction and the label as a number.
+class LabelMSELoss {
+public:
+    float forward(TensorView out, std::span<const std::int64_t> labels) {
+        if (out.size() != labels.size())
+            throw shape_error(detail::concat("LabelMSELoss: prediction ", out.shape_string(), " holds ", out.size(),
+                                             " values for ", labels.size(), " labels (one value per sample)"));
+        targets_.resize(labels.size(), make_dims(1));
+        for (std::size_t i = 0; i < labels.size(); ++i) targets_[i] = static_cast<float>(labels[i]);
+        return mse_(out, TensorView(targets_.data(), out.batch(), out.dims()));
+    }
+    TensorView backward() const { return mse_.backward(); }
+
+private:
+    MSELoss<> mse_;
+    Tensor targets_;
+};
+
+/// MetricType: update(output, labels) adds a batch (returns its value), accumulate() the value so
+/// far, reset() starts again (paddle.metric.Metric).
+template <class M>
+concept MetricType = requires(M& m, const M& cm, TensorView out, std::span<const std::int64_t> labels) {
+    m.update(out, labels);
+    { cm.accumulate() } -> std::convertible_to<double>;
+    m.reset();
+};
+
+/// A named metric of any MetricType, held by value (copies are independent).
+class Metric {
+public:
+    template <MetricType M>
+    Metric(std::string name, M m) : name_(std::move(name)), impl_(std::make_unique<holder<M>>(std::move(m))) {
+        if (name_.empty()) throw value_error("Metric: the name is empty");
+    }
+    Metric(const Metric& o) : name_(o.name_), impl_(o.impl_->clone()) {}
+    Metric(Metric&&) noexcept = default;
+    Metric& operator=(Metric o) noexcept {
+        name_ = std::move(o.name_);
+        impl_ = std::move(o.impl_);
+        return *this;
+    }
+    ~Metric() = default;
+
+    const std::string& name() const { return name_; }
+    void update(TensorView out, std::span<const std::int64_t> labels) { impl_->update(out, labels); }
+    double accumulate() const { return impl_->accumulate(); }
+    void reset() { impl_->reset(); }
+
+private:
+    struct base {
+        virtual ~base() = default;
+        virtual std::unique_ptr<base> clone() const = 0;
+        virtual void update(TensorView, std::span<const std::int64_t>) = 0;
+        virtual double accumulate() const = 0;
+        virtual void reset() = 0;
+    };
+    template <class M>
+    struct holder final : base {
+        explicit holder(M x) : m(std::move(x)) {}
+        std::unique_ptr<base> clone() const override { return std::make_unique<holder>(m); }
+        void update(TensorView o, std::span<const std::int64_t> l) override { m.update(o, l); }
+        double accumulate() const override { return static_cast<double>(m.accumulate()); }
+        void reset() override { m.reset(); }
+        M m;
+    };
+    std::string name_;
+    std::unique_ptr<base> impl_;
+};
+
+/// Top-k accuracy named as Paddle names it: "acc" for k = 1, "acc_top5" for k = 5.
+inline Metric top_k_accuracy(std::size_t k = 1) {
+    if (k == 0) throw value_error("top_k_accuracy: k must be at least 1");
+    return Metric(k == 1 ? std::string("acc") : "acc_top" + std::to_string(k), Accuracy(k));
+}
+
+/// The course's regressors' accuracy: a prediction counts when it rounds (clamped to [lo, hi])
+/// to the label.
+class RoundedAccuracy {
+public:
+    explicit RoundedAccuracy(long lo = 0, long hi = 9) : lo_(lo), hi_(hi) {}
+    float update(TensorView out, std::span<const std::int64_t> labels) {
+        if (out.size() != labels.size())
+            throw shape_error(detail::concat("RoundedAccuracy: prediction ", out.shape_string(), " for ",
+                                             labels.size(), " labels (one value per sample)"));
+        std::size_t c = 0;
+        for (std::size_t i = 0; i < labels.size(); ++i) c += std::clamp(std::lround(out[i]), lo_, hi_) == labels[i];
+        correct_ += c;
+        total_ += labels.size();
+        return labels.empty() ? 0.0f : static_cast<float>(c) / static_cast<float>(labels.size());
+    }
+    double accumulate() const { return total_ ? static_cast<double>(correct_) / static_cast<double>(total_) : 0.0; }
+    void reset() { correct_ = total_ = 0; }
+
+private:
+    long lo_, hi_;
+    std::size_t correct_ = 0, total_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// What callbacks see
+
+/// fit's settings, as paddle.Model.fit's arguments. epochs counts from 0 to epochs - 1 (a resumed
+/// model starts at its progress().epoch); eval_freq: validate after every eval_freq-th epoch and
+/// after the last; log_freq and verbose are for the loggers.
+struct FitOptions {
+    std::size_t epochs = 1;
+    std::size_t batch_size = 1;
+    bool shuffle = true;
+    bool drop_last = false;
+    std::size_t num_workers = 0;
+    std::size_t log_freq = 10;
+    std::size_t eval_freq = 1;
+    int verbose = 2;
+    std::uint64_t seed = 0;            ///< the shuffle's seed (the order is a function of (seed, epoch))
+    std::size_t eval_batch_size = 0;   ///< 0: batch_size
+};
+
+/// A metric's name and value.
+using NamedValue = std::pair<std::string, double>;
+
+/// What a callback is told. In on_train_batch_end: step is the number of batches done in this
+/// epoch, loss the batch's loss, metrics the running values over the epoch so far. In
+/// on_epoch_end: the epoch's means and, when validation ran, eval_loss / eval_metrics.
+struct Logs {
+    std::string_view mode = "train";   ///< "train" or "eval"
+    std::size_t epoch = 0;             ///< from 0
+    std::size_t epochs = 0;            ///< fit's total
+    std::size_t step = 0;              ///< batches done in this epoch (or evaluation)
+    std::size_t steps = 0;             ///< batches per epoch (or evaluation)
+    std::uint64_t global_step = 0;     ///< training steps since the very start (a resumed run continues)
+    std::size_t samples = 0;           ///< samples seen in this epoch (or evaluation)
+    std::size_t batch_size = 0;        ///< samples in the last batch
+    double loss = 0.0;                 ///< the batch's loss; at an epoch's end the epoch's mean
+    std::vector<NamedValue> metrics;   ///< running values over this epoch
+    double lr = 0.0;                   ///< the optimizer's learning rate
+    double ms_per_step = 0.0;          ///< mean milliseconds per step so far (training steps only)
+    double step_seconds = 0.0;         ///< seconds spent in training steps this epoch
+    bool has_eval = false;             ///< on_epoch_end: validation ran this epoch
+    double eval_loss = 0.0;
+    std::vector<NamedValue> eval_metrics;
+    std::size_t eval_samples = 0;
+
+    /// A value by name: "loss", "lr", a metric ("acc"), or "eval_loss" / "eval_<metric>";
+    /// empty when there is no such value here.
+    std::optional<double> get(std::string_view name) const {
+        if (name == "loss") return loss;
+        if (name == "lr") return lr;
+        for (const auto& [k, v] : metrics)
+            if (k == name) return v;
+        if (name.rfind("eval_", 0) == 0 && has_eval) {
+            const std::string_view rest = name.substr(5);
+            if (rest == "loss") return eval_loss;
+            for (const auto& [k, v] : eval_metrics)
+                if (k == rest) return v;
+        }
+        return std::nullopt;
+    }
+    /// get(name), or a value_error listing what there is.
+    double at(std::string_view name) const {
+        if (auto v = get(name)) return *v;
+        std::string known = "loss, lr";
+        for (const auto& m : metrics) known += ", " + m.first;
+        if (has_eval) {
+            known += ", eval_loss";
+            for (const auto& m : eval_metrics) known += ", eval_" + m.first;
+        }
+        throw value_error(detail::concat("Logs: no value named '", name, "' at epoch ", epoch, " (there are: ",
+                                         known, ")"));
+    }
+};
+
+/// evaluate()'s answer: the mean loss and each metric over the whole dataset.
+struct EvalResult {
+    double loss = 0.0;
+    std::vector<NamedValue> metrics;
+    std::size_t samples = 0;
+    double metric(std::string_view name) const {
+        for (const auto& [k, v] : metrics)
+            if (k == name) return v;
+        throw value_error(detail::concat("EvalResult: no metric named '", name, "'"));
+    }
+};
+
+/// fit's answer: the epoch-end Logs of every epoch fit ran, and whether it stopped early.
+struct History {
+    std::vector<Logs> epochs;
+    bool stopped_early = false;
+};
+
+/// Where training stands: the next step is batch `step_in_epoch` of epoch `epoch`;
+/// `global_step` training steps were taken in all. Saved in checkpoints, restored for resume.
+struct Progress {
+    std::uint64_t epoch = 0;
+    std::uint64_t step_in_epoch = 0;
+    std::uint64_t global_step = 0;
+    friend bool operator==(const Progress&, const Progress&) = default;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Callbacks
+
+namespace detail {
+// Each hook may take (model, logs) or (logs) or, for train begin/end, (model) or nothing.
+template <class C, class M>
+void cb_train_begin(C& c, M& m, const Logs& l) {
+    if constexpr (requires { c.on_train_begin(m, l); }) c.on_train_begin(m, l);
+    else if constexpr (requires { c.on_train_begin(l); }) c.on_train_begin(l);
+}
+template <class C, class M>
+void cb_train_end(C& c, M& m, const Logs& l) {
+    if constexpr (requires { c.on_train_end(m, l); }) c.on_train_end(m, l);
+    else if constexpr (requires { c.on_train_end(l); }) c.on_train_end(l);
+}
+template <class C, class M>
+void cb_epoch_begin(C& c, M& m, const Logs& l) {
+    if constexpr (requires { c.on_epoch_begin(m, l); }) c.on_epoch_begin(m, l);
+    else if constexpr (requires { c.on_epoch_begin(l); }) c.on_epoch_begin(l);
+}
+template <class C, class M>
+void cb_epoch_end(C& c, M& m, const Logs& l) {
+    if constexpr (requires { c.on_epoch_end(m, l); }) c.on_epoch_end(m, l);
+    else if constexpr (requires { c.on_epoch_end(l); }) c.on_epoch_end(l);
+}
+template <class C, class M>
+void cb_batch_end(C& c, M& m, const Logs& l) {
+    if constexpr (requires { c.on_train_batch_end(m, l); }) c.on_train_batch_end(m, l);
+    else if constexpr (requires { c.on_train_batch_end(l); }) c.on_train_batch_end(l);
+}
+template <class C, class M>
+void cb_eval_end(C& c, M& m, const Logs& l) {
+    if constexpr (requires { c.on_eval_end(m, l); }) c.on_eval_end(m, l);
+    else if constexpr (requires { c.on_eval_end(l); }) c.on_eval_end(l);
+}
+}  // namespace detail
+
+/// Callback<C, M>: a type with at least one of on_train_begin, on_epoch_begin, on_train_batch_end,
+/// on_epoch_end, on_eval_end, on_train_end, each taking (M& model, const Logs&) or (const Logs&)
+/// (paddle.callbacks.Callback). A hook that is absent costs nothing.
+template <class C, class M>
+concept Callback = requires(C& c, M& m, const Logs& l) { c.on_train_begin(m, l); } ||
+                   requires(C& c, const Logs& l) { c.on_train_begin(l); } ||
+                   requires(C& c, M& m, const Logs& l) { c.on_epoch_begin(m, l); } ||
+                   requires(C& c, const Logs& l) { c.on_epoch_begin(l); } ||
+                   requires(C& c, M& m, const Logs& l) { c.on_train_batch_end(m, l); } ||
+                   requires(C& c, const Logs& l) { c.on_train_batch_end(l); } ||
+                   requires(C& c, M& m, const Logs& l) { c.on_epoch_end(m, l); } ||
+                   requires(C& c, const Logs& l) { c.on_epoch_end(l); } ||
+                   requires(C& c, M& m, const Logs& l) { c.on_eval_end(m, l); } ||
+                   requires(C& c, const Logs& l) { c.on_eval_end(l); } ||
+                   requires(C& c, M& m, const Logs& l) { c.on_train_end(m, l); } ||
+                   requires(C& c, const Logs& l) { c.on_train_end(l); };
+
+// ---------------------------------------------------------------------------------------------
+// The model
+
+/// paddle.Model over a Network. The network is borrowed (it must outlive the model), so the
+/// manual loop and the model can take turns on it. prepare() borrows the optimizer too.
+template <class Net, LabelLoss Loss = CrossEntropyLoss<>>
+class Model {
+public:
+    using network_type = Net;
+    using loss_type = Loss;
+
+    explicit Model(Net& net) : net_(&net) {}
+
+    /// The optimizer (borrowed: it must outlive the model), the loss and the metrics.
+    template <Optimizer O>
+    void prepare(O& optimizer, Loss loss = Loss{}, std::vector<Metric> metrics = {}) {
+        opt_step_ = [&optimizer] { optimizer.step(); };
+        opt_clear_ = [&optimizer] { optimizer.clear_grad(); };
+        opt_lr_ = [&optimizer] { return optimizer.learning_rate(); };
+        opt_set_lr_ = [&optimizer](float lr) { optimizer.set_learning_rate(lr); };
+        optimizer_ = &optimizer;
+        optimizer_type_ = &typeid(O);
+        loss_ = std::move(loss);
+        metrics_ = std::move(metrics);
+        for (std::size_t i = 0; i < metrics_.size(); ++i)
+            for (std::size_t j = 0; j < i; ++j)
+                if (metrics_[i].name() == metrics_[j].name())
+                    throw value_error(detail::concat("Model::prepare: two metrics are named '", metrics_[i].name(), "'"));
+        prepared_ = true;
+    }
+
+    Net& network() { return *net_; }
+    const Net& network() const { return *net_; }
+    Loss& loss() { return loss_; }
+    const std::vector<Metric>& metrics() const { return metrics_; }
+    /// The prepared optimizer as its own type (the caller names it, as it built it).
+    template <Optimizer O>
+    O& optimizer() {
+        check_prepared("optimizer");
+        if (*optimizer_type_ != typeid(O))
+            throw value_error(detail::concat("Model::optimizer<", typeid(O).name(), ">: the model was prepared with a ",
+                                             optimizer_type_->name()));
+        return *static_cast<O*>(optimizer_);
+    }
+    float learning_rate() const {
+        check_prepared("learning_rate");
+        return opt_lr_();
+    }
+    void set_learning_rate(float lr) {
+        check_prepared("set_learning_rate");
+        opt_set_lr_(lr);
+    }
+
+    void train() { net_->train(); }
+    void eval() { net_->eval(); }
+
+    /// Called after each backward, before the optimizer's step: e.g. DataParallel::sync_gradients.
+    void set_gradient_sync(std::function<void()> sync) { sync_ = std::move(sync); }
+
+    /// A callback (or a signal handler's poll) asks fit to end after the current step.
+    void stop_training(bool stop = true) { stop_ = stop; }
+    bool stop_requested() const { return stop_; }
+    /// The last fit ended before its last epoch (a callback or a signal stopped it).
+    bool interrupted() const { return interrupted_; }
+
+    /// Where the next fit starts; a resumed model sets it from its checkpoint.
+    const Progress& progress() const { return progress_; }
+    void set_progress(const Progress& p) { progress_ = p; }
+
+    /// One training step on a batch: forward, loss, backward, gradient sync, step, clear_grad.
+    /// Returns the loss; updates the running metrics.
+    float train_batch(TensorView images, std::span<const std::int64_t> labels) {
+        check_prepared("train_batch");
+        auto out = net_->forward(images);
+        const float l = static_cast<float>(loss_.forward(out, labels));
+        for (auto& m : metrics_) m.update(out, labels);
+        net_->backward(loss_.backward());
+        if (sync_) sync_();
+        opt_step_();
+        opt_clear_();
+        return l;
+    }
+
+    /// Trains from progress().epoch to opts.epochs - 1 on `train`, validating on `valid` (if not
+    /// null) every eval_freq epochs; each callback sees every event. Returns the History.
+    template <data::Dataset D, data::Dataset V, class... Cbs>
+    History fit(const D& train, const V* valid, FitOptions opts, Cbs&&... cbs) {
+        data::DataLoader<D> loader(train, {.batch_size = opts.batch_size,
+                                           .shuffle = opts.shuffle,
+                                           .drop_last = opts.drop_last,
+                                           .num_workers = opts.num_workers,
+                                           .seed = opts.seed});
+        return fit(loader, valid, opts, std::forward<Cbs>(cbs)...);
+    }
+    template <data::Dataset D, class... Cbs>
+    History fit(const D& train, FitOptions opts, Cbs&&... cbs) {
+        return fit(train, static_cast<const D*>(nullptr), opts, std::forward<Cbs>(cbs)...);
+    }
+    /// The same over a ready loader (e.g. with a DistributedBatchSampler); opts' batch and
+    /// shuffle settings are the loader's own then.
+    template <data::Dataset D, data::Dataset V, class... Cbs>
+    History fit(data::DataLoader<D>& loader, const V* valid, FitOptions opts, Cbs&&... cbs) {
+        static_assert((Callback<std::remove_cvref_t<Cbs>, Model> && ...),
+                      "oar: each of fit's callbacks needs at least one hook: on_train_begin, on_epoch_begin, "
+                      "on_train_batch_end, on_epoch_end, on_eval_end or on_train_end, taking (model, logs) or (logs)");
+        check_prepared("fit");
+        if (opts.eval_freq == 0) throw value_error("Model::fit: eval_freq must be at least 1");
+        using clock = std::chrono::steady_clock;
+        History history;
+        stop_ = false;
+        interrupted_ = false;
+        Logs logs;
+        logs.epochs = opts.epochs;
+        logs.steps = loader.num_batches();
+        logs.global_step = progress_.global_step;
+        logs.epoch = progress_.epoch;
+        logs.lr = opt_lr_();
+        (detail::cb_train_begin(cbs, *this, logs), ...);
+        for (std::size_t epoch = progress_.epoch; epoch < opts.epochs && !stop_; ++epoch) {
+            logs = Logs{};
+            logs.epoch = epoch;
+            logs.epochs = opts.epochs;
+            logs.steps = loader.num_batches();
+            logs.global_step = progress_.global_step;
+            logs.lr = opt_lr_();
+            for (auto& m : metrics_) m.reset();
+            net_->train();
+            (detail::cb_epoch_begin(cbs, *this, logs), ...);
+            double loss_sum = 0.0;
+            const std::size_t skip = progress_.step_in_epoch;  // batches a resumed epoch already did
+            for (auto&& b : loader.epoch(epoch)) {
+                if (b.index < skip) continue;  // the same order, (seed, epoch): those were trained
+                const auto t0 = clock::now();
+                const float l = train_batch(b.images, b.labels);
+                logs.step_seconds += std::chrono::duration<double>(clock::now() - t0).count();
+                const std::size_t n = b.labels.size();
+                loss_sum += static_cast<double>(l) * static_cast<double>(n);
+                logs.step = b.index + 1;
+                logs.samples += n;
+                logs.batch_size = n;
+                logs.loss = l;
+                logs.global_step = ++progress_.global_step;
+                progress_.step_in_epoch = b.index + 1;
+                logs.ms_per_step = 1000.0 * logs.step_seconds / static_cast<double>(logs.step - skip);
+                logs.lr = opt_lr_();
+                fill_metrics(logs.metrics);
+                (detail::cb_batch_end(cbs, *this, logs), ...);
+                if (stop_) break;
+            }
+            const bool finished = progress_.step_in_epoch >= loader.num_batches();
+            if (!finished) {  // stopped inside the epoch: progress says where to go on
+                interrupted_ = true;
+                break;
+            }
+            progress_.epoch = epoch + 1;
+            progress_.step_in_epoch = 0;
+            logs.loss = logs.samples ? loss_sum / static_cast<double>(logs.samples) : 0.0;
+            if (valid && ((epoch + 1) % opts.eval_freq == 0 || epoch + 1 == opts.epochs)) {
+                const EvalResult r = evaluate_impl(*valid, opts.eval_batch_size ? opts.eval_batch_size : opts.batch_size,
+                                                   epoch, cbs...);
+                logs.has_eval = true;
+                logs.eval_loss = r.loss;
+                logs.eval_metrics = r.metrics;
+                logs.eval_samples = r.samples;
+                net_->train();
+            }
+            logs.lr = opt_lr_();
+            (detail::cb_epoch_end(cbs, *this, logs), ...);
+            history.epochs.push_back(logs);
+            if (stop_ && epoch + 1 < opts.epochs) interrupted_ = true;
+        }
+        history.stopped_early = interrupted_;
+        (detail::cb_train_end(cbs, *this, logs), ...);
+        return history;
+    }
+
+    /// Mean loss and metrics over `set` in eval mode (dropout off), batches of batch_size.
+    template <data::Dataset D>
+    EvalResult evaluate(const D& set, std::size_t batch_size = 256) {
+        check_prepared("evaluate");
+        const bool was_training = net_->training();
+        EvalResult r = evaluate_impl(set, batch_size, progress_.epoch);
+        if (was_training) net_->train();
+        return r;
+    }
+
+    /// The network's outputs for every sample of `set`, in order, in eval mode: [N, out dims].
+    template <data::Dataset D>
+    Tensor predict(const D& set, std::size_t batch_size = 256) {
+        const bool was_training = net_->training();
+        net_->eval();
+        data::DataLoader<D> loader(set, {.batch_size = batch_size});
+        const Dims od = Net::output_shape::dims;
+        Tensor out(set.size(), od);
+        std::size_t row = 0;
+        for (auto&& b : loader.epoch(0)) {
+            auto y = net_->forward(b.images);
+            std::copy(y.data(), y.data() + y.size(), out.data() + row * od.size());
+            row += b.labels.size();
+        }
+        if (was_training) net_->train();
+        return out;
+    }
+
+private:
+    void check_prepared(const char* what) const {
+        if (!prepared_)
+            throw value_error(detail::concat("Model::", what, ": call prepare(optimizer, loss, metrics) first"));
+    }
+
+    void fill_metrics(std::vector<NamedValue>& out) const {
+        out.clear();
+        for (const auto& m : metrics_) out.emplace_back(m.name(), m.accumulate());
+    }
+
+    template <data::Dataset D, class... Cbs>
+    EvalResult evaluate_impl(const D& set, std::size_t batch_size, std::size_t epoch, Cbs&... cbs) {
+        net_->eval();
+        std::vector<Metric> ms = metrics_;  // the training epoch's running metrics stay as they are
+        for (auto& m : ms) m.reset();
+        data::DataLoader<D> loader(set, {.batch_size = batch_size});
+        double loss_sum = 0.0;
+        std::size_t n = 0;
+        for (auto&& b : loader.epoch(0)) {
+            auto out = net_->forward(b.images);
+            loss_sum += static_cast<double>(loss_.forward(out, b.labels)) * static_cast<double>(b.labels.size());
+            for (auto& m : ms) m.update(out, b.labels);
+            n += b.labels.size();
+        }
+        EvalResult r;
+        r.loss = n ? loss_sum / static_cast<double>(n) : 0.0;
+        r.samples = n;
+        for (const auto& m : ms) r.metrics.emplace_back(m.name(), m.accumulate());
+        Logs logs;
+        logs.mode = "eval";
+        logs.epoch = epoch;
+        logs.step = logs.steps = loader.num_batches();
+        logs.samples = n;
+        logs.loss = r.loss;
+        logs.metrics = r.metrics;
+        logs.global_step = progress_.global_step;
+        (detail::cb_eval_end(cbs, *this, logs), ...);
+        return r;
+    }
+
+    Net* net_;
+    Loss loss_{};
+    std::vector<Metric> metrics_;
+    void* optimizer_ = nullptr;
+    const std::type_info* optimizer_type_ = nullptr;
+    std::function<void()> opt_step_, opt_clear_;
+    std::function<float()> opt_lr_;
+    std::function<void(float)> opt_set_lr_;
+    std::function<void()> sync_;
+    Progress progress_{};
+    bool prepared_ = false;
+    bool stop_ = false;
+    bool interrupted_ = false;
+};
+
+}  // namespace oar

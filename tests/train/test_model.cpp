@@ -1,0 +1,215 @@
+// oar::Model: fit / evaluate / predict over a small network on a learnable toy set, checked
+// against the course's manual loop written out here, bit for bit.
+#include <doctest/doctest.h>
+
+#include <oar/train/model.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <oar/oar.hpp>  // layers, Network, optimizers
+
+namespace {
+
+using Seq = oar::Sequential<oar::Flatten, oar::Linear<36, 16>, oar::ReLU, oar::Dropout<20>, oar::Linear<16, 4>>;
+using Net = oar::Network<Seq, oar::Shape<1, 6, 6>>;
+
+/// Class c is a bright column at x = c (plus a faint pattern that varies by sample).
+oar::data::InMemoryDataset toy(std::size_t n, std::size_t offset = 0) {
+    std::vector<float> images;
+    std::vector<std::int64_t> labels;
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t c = ((i + offset) * 7) % 4;
+        for (std::size_t y = 0; y < 6; ++y)
+            for (std::size_t x = 0; x < 6; ++x)
+                images.push_back(x == c ? 1.0f : 0.1f * static_cast<float>((x * y + i + offset) % 5) - 0.2f);
+        labels.push_back(static_cast<std::int64_t>(c));
+    }
+    return oar::data::InMemoryDataset(std::move(images), std::move(labels), oar::make_dims(1, 6, 6));
+}
+
+std::vector<float> weights(const Net& net) {
+    auto v = net.parameters().values();
+    return {v.begin(), v.end()};
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/// Records every event it sees.
+struct Recorder {
+    std::vector<std::string> events;
+    std::vector<oar::Logs> batches, epochs, evals;
+    void on_train_begin(const oar::Logs&) { events.push_back("train_begin"); }
+    void on_epoch_begin(const oar::Logs& l) { events.push_back("epoch_begin " + std::to_string(l.epoch)); }
+    void on_train_batch_end(const oar::Logs& l) { batches.push_back(l); }
+    void on_eval_end(const oar::Logs& l) {
+        events.push_back("eval_end");
+        evals.push_back(l);
+    }
+    void on_epoch_end(const oar::Logs& l) {
+        events.push_back("epoch_end " + std::to_string(l.epoch));
+        epochs.push_back(l);
+    }
+    void on_train_end(const oar::Logs&) { events.push_back("train_end"); }
+};
+
+/// Stops training after `at` global steps (a hook that takes the model).
+struct StopAt {
+    std::uint64_t at;
+    template <class M>
+    void on_train_batch_end(M& model, const oar::Logs& l) {
+        if (l.global_step == at) model.stop_training();
+    }
+};
+
+}  // namespace
+
+TEST_CASE("fit trains, validates every epoch and returns a History of the epochs' logs") {
+    const auto train = toy(200), valid = toy(40, 1000);
+    Net net(3);
+    oar::Adam opt(net.parameters(), {.learning_rate = 0.01f});
+    oar::Model model(net);
+    model.prepare(opt, oar::CrossEntropyLoss<>{}, {oar::top_k_accuracy(1), oar::top_k_accuracy(2)});
+    const auto before = model.evaluate(valid);
+    Recorder rec;
+    const oar::History h = model.fit(train, &valid, {.epochs = 3, .batch_size = 20}, rec);
+    REQUIRE(h.epochs.size() == 3);
+    CHECK_FALSE(h.stopped_early);
+    CHECK(h.epochs[2].has_eval);
+    CHECK(h.epochs[2].at("eval_acc") >= 0.95);
+    CHECK(h.epochs[2].at("eval_acc_top2") >= h.epochs[2].at("eval_acc"));
+    CHECK(h.epochs[2].at("eval_loss") < before.loss / 3);
+    CHECK(h.epochs[2].loss < h.epochs[0].loss);
+    CHECK(h.epochs[2].global_step == 30);
+    CHECK(model.progress() == oar::Progress{3, 0, 30});
+    // The events in order, and a batch's logs.
+    const std::vector<std::string> expected{"train_begin", "epoch_begin 0", "eval_end", "epoch_end 0",
+                                            "epoch_begin 1", "eval_end", "epoch_end 1",
+                                            "epoch_begin 2", "eval_end", "epoch_end 2", "train_end"};
+    CHECK(rec.events == expected);
+    REQUIRE(rec.batches.size() == 30);
+    CHECK(rec.batches[12].epoch == 1);
+    CHECK(rec.batches[12].step == 3);
+    CHECK(rec.batches[12].steps == 10);
+    CHECK(rec.batches[12].global_step == 13);
+    CHECK(rec.batches[12].samples == 60);
+    CHECK(rec.batches[12].lr == doctest::Approx(0.01));
+    CHECK(rec.batches[12].ms_per_step > 0.0);
+    CHECK(rec.evals[0].mode == "eval");
+    CHECK(rec.evals[0].samples == 40);
+    // The evaluation that ran in fit is evaluate()'s: same loss and accuracy.
+    const auto after = model.evaluate(valid, 7);
+    CHECK(after.loss == doctest::Approx(h.epochs[2].eval_loss).epsilon(1e-6));
+    CHECK(after.metric("acc") == h.epochs[2].at("eval_acc"));
+    CHECK(net.training());  // evaluate put the network back in training mode
+}
+
+TEST_CASE("fit is the course's manual loop: the same weights, bit for bit") {
+    const auto train = toy(90);
+    Net a(11), b(11);
+    oar::Adam opt_a(a.parameters(), {.learning_rate = 0.003f, .weight_decay = oar::L2Decay(1e-4f)});
+    oar::Adam opt_b(b.parameters(), {.learning_rate = 0.003f, .weight_decay = oar::L2Decay(1e-4f)});
+    oar::Model model(a);
+    model.prepare(opt_a);
+    model.fit(train, {.epochs = 2, .batch_size = 16, .seed = 5});
+
+    oar::data::DataLoader loader(train, {.batch_size = 16, .shuffle = true, .seed = 5});
+    oar::CrossEntropyLoss loss_fn;
+    b.train();
+    for (std::uint64_t epoch = 0; epoch < 2; ++epoch)
+        for (auto&& batch : loader.epoch(epoch)) {
+            auto logits = b.forward(batch.images);
+            loss_fn(logits, batch.labels);
+            b.backward(loss_fn.backward());
+            opt_b.step();
+            opt_b.clear_grad();
+        }
+    CHECK(bitwise_equal(weights(a), weights(b)));
+    CHECK_FALSE(bitwise_equal(weights(a), weights(Net(11))));  // it did train
+}
+
+TEST_CASE("a callback that stops training ends fit after that step, and fit again goes on bit for bit") {
+    const auto train = toy(100), valid = toy(20, 500);
+    const oar::FitOptions opts{.epochs = 4, .batch_size = 16, .seed = 9};
+    Net whole(2);
+    oar::Momentum opt_w(whole.parameters(), {.learning_rate = 0.05f});
+    oar::Model mw(whole);
+    mw.prepare(opt_w, oar::CrossEntropyLoss<>{}, {oar::top_k_accuracy()});
+    mw.fit(train, &valid, opts);
+
+    Net parts(2);
+    oar::Momentum opt_p(parts.parameters(), {.learning_rate = 0.05f});
+    oar::Model mp(parts);
+    mp.prepare(opt_p, oar::CrossEntropyLoss<>{}, {oar::top_k_accuracy()});
+    const oar::History first = mp.fit(train, &valid, opts, StopAt{10});  // 7 steps per epoch: inside epoch 1
+    CHECK(first.stopped_early);
+    CHECK(mp.interrupted());
+    CHECK(first.epochs.size() == 1);
+    CHECK(mp.progress() == oar::Progress{1, 3, 10});
+    Recorder rec;
+    const oar::History rest = mp.fit(train, &valid, opts, rec);
+    CHECK_FALSE(rest.stopped_early);
+    CHECK(rest.epochs.size() == 3);
+    CHECK(rec.batches.front().step == 4);  // the resumed epoch starts at its fourth batch
+    CHECK(rec.batches.size() == 28 - 10);
+    CHECK(mp.progress() == oar::Progress{4, 0, 28});
+    CHECK(bitwise_equal(weights(whole), weights(parts)));
+}
+
+TEST_CASE("predict returns the eval-mode outputs in the dataset's order") {
+    const auto set = toy(13);
+    Net net(4);
+    oar::SGD opt(net.parameters(), {.learning_rate = 0.1f});
+    oar::Model model(net);
+    model.prepare(opt);
+    const oar::Tensor out = model.predict(set, 5);
+    REQUIRE(out.batch() == 13);
+    net.eval();
+    for (std::size_t i = 0; i < 13; ++i) {
+        const auto s = set.get(i);
+        auto y = net.forward(oar::TensorView(s.image.data(), 1, s.dims));
+        for (std::size_t k = 0; k < 4; ++k) CHECK(out[i * 4 + k] == y[k]);
+    }
+}
+
+TEST_CASE("the course's regressors train through LabelMSELoss and RoundedAccuracy") {
+    using Reg = oar::Network<oar::Sequential<oar::Flatten, oar::Linear<36, 1>>, oar::Shape<1, 6, 6>>;
+    const auto set = toy(120);
+    Reg net(1);
+    oar::Adam opt(net.parameters(), {.learning_rate = 0.02f});
+    oar::Model<Reg, oar::LabelMSELoss> model(net);
+    model.prepare(opt, {}, {oar::Metric("acc", oar::RoundedAccuracy(0, 3))});
+    const double before = model.evaluate(set).loss;
+    const auto h = model.fit(set, &set, {.epochs = 5, .batch_size = 10});
+    CHECK(h.epochs.back().eval_loss < before / 4);
+    CHECK(h.epochs.back().at("eval_acc") >= 0.5);
+    // RoundedAccuracy on known values: 0.4 -> 0, 2.6 -> 3, 9 -> clamped to 3.
+    oar::RoundedAccuracy acc(0, 3);
+    const std::vector<float> y{0.4f, 2.6f, 9.0f};
+    const std::vector<std::int64_t> labels{0, 2, 3};
+    CHECK(acc.update(oar::TensorView(y.data(), 3, oar::make_dims(1)), labels) == doctest::Approx(2.0 / 3.0));
+}
+
+TEST_CASE("misuse is named: fit before prepare, two metrics of one name, an unknown log value, the wrong optimizer type") {
+    const auto set = toy(10);
+    Net net(1);
+    oar::Model model(net);
+    CHECK_THROWS_WITH_AS(model.fit(set, {.epochs = 1}), "oar: Model::fit: call prepare(optimizer, loss, metrics) first",
+                         oar::value_error);
+    oar::SGD opt(net.parameters());
+    CHECK_THROWS_WITH_AS(model.prepare(opt, oar::CrossEntropyLoss<>{}, {oar::top_k_accuracy(), oar::top_k_accuracy()}),
+                         "oar: Model::prepare: two metrics are named 'acc'", oar::value_error);
+    model.prepare(opt);
+    CHECK_THROWS_AS(model.optimizer<oar::Adam<>>(), oar::value_error);
+    CHECK(&model.optimizer<oar::SGD<>>() == &opt);
+    CHECK_THROWS_WITH_AS(model.fit(set, {.epochs = 1, .eval_freq = 0}), "oar: Model::fit: eval_freq must be at least 1",
+                         oar::value_error);
+    const auto h = model.fit(set, {.epochs = 1, .batch_size = 4});
+    CHECK_THROWS_WITH_AS(h.epochs[0].at("eval_acc"),
+                         "oar: Logs: no value named 'eval_acc' at epoch 0 (there are: loss, lr)", oar::value_error);
+    CHECK_THROWS_AS(oar::top_k_accuracy(0), oar::value_error);
+}
