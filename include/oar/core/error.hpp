@@ -31,6 +31,13 @@ public:
     using error::error;
 };
 
+/// A NaN or infinity where training must have finite numbers (nn/hooks.hpp NonFiniteGuard,
+/// check_finite): the message names the step, the layer, the pass, the tensor and the element.
+class non_finite_error : public value_error {
+public:
+    using value_error::value_error;
+};
+
 /// A file that cannot be opened, read or written.
 class io_error : public error {
 public:
