@@ -496,6 +496,25 @@ TEST_CASE("an image that never closes stops at max_element_bytes instead of fill
     CHECK(contains(what, "longer than 1048576 bytes"));
 }
 
+TEST_CASE("a split with more images or labels than max_images is refused, bounding memory on a gzip bomb") {
+    TempDir dir;
+    write_gz(dir.file("m.json.gz"), make_doc({5, 1, 1}).text());
+    MnistJsonOptions opt;
+    opt.max_images = 5;
+    CHECK(read_mnist_json(dir.file("m.json.gz"), opt).train.size() == 5);  // exactly the limit is fine
+    opt.max_images = 4;
+    const std::string what = message_of<oar::format_error>([&] { (void)read_mnist_json(dir.file("m.json.gz"), opt); });
+    CHECK(contains(what, "split 0 (train), image 4"));
+    CHECK(contains(what, "more than 4 images"));
+    // Labels alone: 5 labels after 4 images (the count mismatch would be found later, the limit first).
+    Doc d = make_doc({4, 1, 1});
+    d.labels[0].push_back("3");
+    write_gz(dir.file("l.json.gz"), d.text());
+    const std::string labels = message_of<oar::format_error>([&] { (void)read_mnist_json(dir.file("l.json.gz"), opt); });
+    CHECK(contains(labels, "split 0 (train), label 4"));
+    CHECK(contains(labels, "more than 4 labels"));
+}
+
 TEST_CASE("options without values or classes are value errors") {
     MnistJsonOptions opt;
     opt.num_classes = 0;

@@ -72,6 +72,9 @@ struct MnistJsonOptions {
     /// Longest text one image or label may take; bounds memory on malformed input (an image of the
     /// course's file is about 10 KB).
     std::size_t max_element_bytes = std::size_t(16) << 20;
+    /// Most images (and labels) one split may hold: bounds memory on a gzip bomb of valid JSON
+    /// (3.3 GB of floats at 28 x 28; the course's train split has 50,000). Raise it for larger sets.
+    std::size_t max_images = std::size_t(1) << 20;
     /// Decompressed bytes the inflating thread hands over at a time (tests use tiny blocks to cut
     /// the text at every position).
     std::size_t block_bytes = std::size_t(4) << 20;
@@ -522,6 +525,9 @@ private:
                 (void)img_v.type().get(t);
                 fail(img_at, image_where(n), oar::detail::concat("expected an array of ", values_, " numbers, got ", type_name(t)));
             }
+            if (n >= opt_.max_images)
+                fail(img_at, image_where(n), oar::detail::concat("more than ", opt_.max_images,
+                                                                 " images in one split (MnistJsonOptions::max_images)"));
             float* dst = sink.slot();
             std::size_t k = 0;
             for (auto v_r : img) {
@@ -603,6 +609,9 @@ private:
             simdjson::ondemand::value v;
             if (const auto e = std::move(v_r).get(v))
                 fail(stop_index(doc, begin_), label_where(n), oar::detail::concat("invalid JSON (", simdjson::error_message(e), ")"));
+            if (n >= opt_.max_images)
+                fail(index_of(v.raw_json_token().data()), label_where(n),
+                     oar::detail::concat("more than ", opt_.max_images, " labels in one split (MnistJsonOptions::max_images)"));
             sink.add_label(label_value(v, n));
         }
         if (!at_end(doc)) fail(stop_index(doc, to), label_where(sink.labels()), "unexpected text after the previous label");
