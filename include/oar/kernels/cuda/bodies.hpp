@@ -1,0 +1,314 @@
+// The bodies of oar's CUDA kernels as OAR_HOST_DEVICE functions of an explicit `Thread` (block,
+// thread, block and grid sizes) and, for the one kernel that shares memory, a shared array and a
+// phase number (a __syncthreads() separates phases). The __global__ wrappers in
+// oar/cuda/kernels.cuh call exactly these; tests/cuda/ runs them on the CPU through an emulated
+// launch and compares every one with the CPU backend. Plain C++: g++ compiles this header.
+//
+// Layouts: activations (n, C, H, W) row-major as on the CPU. The batched convolution works on
+// "column" matrices (C*K*K, n*P) and on (C, n*P) outputs, P = OH*OW, so that one GEMM covers the
+// whole batch; `ncp_from_cnp` / `cnp_from_ncp` move between (n, C, P) and (C, n*P).
+#pragma once
+
+#include <cmath>    // std::exp, std::log
+#include <cstddef>  // std::size_t, std::ptrdiff_t
+#include <cstdint>  // std::int64_t, std::uint64_t
+
+#include "../../config.hpp"         // OAR_HOST_DEVICE
+#include "../../core/rng.hpp"       // CounterRng: dropout masks identical to the CPU's
+#include "../cpu/conv.hpp"          // ConvGeometry (plain constexpr geometry, no CPU code is called)
+#include "launch.hpp"               // Thread
+
+namespace oar::cuda_kernels {
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise
+// ---------------------------------------------------------------------------------------------
+
+/// y[i] = f(x[i]) for i < n (grid-stride); x == y allowed.
+template <class F, class T>
+OAR_HOST_DEVICE void map_body(const Thread& t, const F& f, const T* x, T* y, std::size_t n) {
+    for (std::size_t i = t.global_x(); i < n; i += t.stride_x()) y[i] = f(x[i]);
+}
+
+/// dx[i] = f.backward(x[i], y[i], dy[i]) for i < n.
+template <class F, class T>
+OAR_HOST_DEVICE void map_backward_body(const Thread& t, const F& f, const T* x, const T* y, const T* dy, T* dx,
+                                       std::size_t n) {
+    for (std::size_t i = t.global_x(); i < n; i += t.stride_x()) dx[i] = f.backward(x[i], y[i], dy[i]);
+}
+
+/// f(p[i], g[i], s1[i], s2[i]) over the flat buffers (one launch for the whole network);
+/// s1 / s2 may be null when f does not use them.
+template <class F, class T>
+OAR_HOST_DEVICE void update_body(const Thread& t, const F& f, std::size_t n, T* p, const T* g, T* s1, T* s2) {
+    T d1 = T(0), d2 = T(0);
+    for (std::size_t i = t.global_x(); i < n; i += t.stride_x()) f(p[i], g[i], s1 ? s1[i] : d1, s2 ? s2[i] : d2);
+}
+
+/// out[i] = 0 where the mask drops element i, else in[i] * scale; the mask is CounterRng::uniform
+/// of (stream, i) < p, the same draw as the CPU's Dropout, so masks match bitwise.
+template <class T>
+OAR_HOST_DEVICE void dropout_body(const Thread& t, CounterRng rng, std::uint64_t stream, float p, T scale, const T* in,
+                                  T* out, std::size_t count) {
+    for (std::size_t i = t.global_x(); i < count; i += t.stride_x())
+        out[i] = rng.uniform(stream, i) < p ? T(0) : in[i] * scale;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bias
+// ---------------------------------------------------------------------------------------------
+
+/// y (n, channels, inner) += b[c]
+template <class T>
+OAR_HOST_DEVICE void bias_add_body(const Thread& t, T* y, const T* b, std::size_t n, std::size_t channels,
+                                   std::size_t inner) {
+    const std::size_t total = n * channels * inner;
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) y[i] += b[(i / inner) % channels];
+}
+
+/// Phases of bias_grad_body for a block of `block_dim` threads (a power of two): one partial-sum
+/// phase, log2(block_dim) tree phases, one write phase.
+constexpr unsigned bias_grad_phases(unsigned block_dim) {
+    unsigned levels = 0;
+    while ((1u << levels) < block_dim) ++levels;
+    return levels + 2;
+}
+
+/// db[c] += sum over n and inner of dy (n, channels, inner); one block per channel (block.x = c),
+/// `shared` holds block_dim doubles. Phase 0: strided partial sums; then a tree reduction; the
+/// last phase writes. A fixed order for a fixed launch: the same sum on every run.
+template <class T>
+OAR_HOST_DEVICE void bias_grad_body(unsigned phase, const Thread& t, double* shared, const T* dy, T* db, std::size_t n,
+                                    std::size_t channels, std::size_t inner) {
+    const std::size_t c = t.block.x, tid = t.thread.x, bd = t.block_dim.x;
+    const unsigned last = bias_grad_phases(t.block_dim.x) - 1;
+    if (phase == 0) {
+        double s = 0.0;
+        for (std::size_t j = tid; j < n * inner; j += bd) s += static_cast<double>(dy[((j / inner) * channels + c) * inner + j % inner]);
+        shared[tid] = s;
+    } else if (phase < last) {
+        const std::size_t half = bd >> phase;
+        if (tid < half) shared[tid] += shared[tid + half];
+    } else if (tid == 0) {
+        db[c] += static_cast<T>(shared[0]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Convolution by columns, for the whole batch at once
+// ---------------------------------------------------------------------------------------------
+
+/// col (C*K*K, n*P) from x (n, C, H, W); zeros where the window covers padding. With n = 1 this
+/// is exactly the CPU's im2col layout (C*K*K, P).
+template <class T>
+OAR_HOST_DEVICE void im2col_body(const Thread& t, ConvGeometry g, std::size_t n, const T* x, T* col) {
+    const std::size_t K = g.kernel, ow = g.out_width(), P = g.col_cols(), nP = n * P;
+    const std::size_t total = g.col_rows() * nP;
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
+        const std::size_t r = i / nP, q = i % nP, s = q / P, pix = q % P;
+        const std::size_t c = r / (K * K), ky = (r / K) % K, kx = r % K;
+        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>((pix / ow) * g.stride + ky) - static_cast<std::ptrdiff_t>(g.pad);
+        const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>((pix % ow) * g.stride + kx) - static_cast<std::ptrdiff_t>(g.pad);
+        const bool inside = iy >= 0 && iy < static_cast<std::ptrdiff_t>(g.height) && ix >= 0 &&
+                            ix < static_cast<std::ptrdiff_t>(g.width);
+        col[i] = inside ? x[((s * g.channels + c) * g.height + static_cast<std::size_t>(iy)) * g.width +
+                            static_cast<std::size_t>(ix)]
+                        : T(0);
+    }
+}
+
+/// dx (n, C, H, W) += adjoint of im2col applied to col (C*K*K, n*P): each input pixel gathers the
+/// column entries that read it (no atomics, so the result does not depend on scheduling).
+template <class T>
+OAR_HOST_DEVICE void col2im_body(const Thread& t, ConvGeometry g, std::size_t n, const T* col, T* dx) {
+    const std::size_t K = g.kernel, S = g.stride, oh = g.out_height(), ow = g.out_width(), P = g.col_cols();
+    const std::size_t nP = n * P, hw = g.height * g.width, total = n * g.channels * hw;
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
+        const std::size_t s = i / (g.channels * hw), c = (i / hw) % g.channels;
+        const std::size_t y = (i % hw) / g.width, x = i % g.width;
+        T sum = T(0);
+        for (std::size_t ky = 0; ky < K; ++ky) {
+            const std::ptrdiff_t ty = static_cast<std::ptrdiff_t>(y + g.pad) - static_cast<std::ptrdiff_t>(ky);
+            if (ty < 0 || static_cast<std::size_t>(ty) % S != 0 || static_cast<std::size_t>(ty) / S >= oh) continue;
+            const std::size_t oy = static_cast<std::size_t>(ty) / S;
+            for (std::size_t kx = 0; kx < K; ++kx) {
+                const std::ptrdiff_t tx = static_cast<std::ptrdiff_t>(x + g.pad) - static_cast<std::ptrdiff_t>(kx);
+                if (tx < 0 || static_cast<std::size_t>(tx) % S != 0 || static_cast<std::size_t>(tx) / S >= ow) continue;
+                const std::size_t ox = static_cast<std::size_t>(tx) / S;
+                sum += col[((c * K + ky) * K + kx) * nP + s * P + oy * ow + ox];
+            }
+        }
+        dx[i] += sum;
+    }
+}
+
+/// dst (n, C, P) = src (C, n*P) transposed by blocks, plus bias[c] when bias is not null.
+template <class T>
+OAR_HOST_DEVICE void ncp_from_cnp_body(const Thread& t, const T* src, T* dst, const T* bias, std::size_t n,
+                                       std::size_t channels, std::size_t P) {
+    const std::size_t total = n * channels * P;
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
+        const std::size_t s = i / (channels * P), c = (i / P) % channels, pix = i % P;
+        dst[i] = src[(c * n + s) * P + pix] + (bias ? bias[c] : T(0));
+    }
+}
+
+/// dst (C, n*P) from src (n, C, P).
+template <class T>
+OAR_HOST_DEVICE void cnp_from_ncp_body(const Thread& t, const T* src, T* dst, std::size_t n, std::size_t channels,
+                                       std::size_t P) {
+    const std::size_t total = n * channels * P;
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
+        const std::size_t c = i / (n * P), s = (i / P) % n, pix = i % P;
+        dst[i] = src[(s * channels + c) * P + pix];
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pooling (no padding, as the CPU kernels): one thread per output for forward, one per input
+// pixel for backward (a gather over the windows that contain it: no atomics).
+// ---------------------------------------------------------------------------------------------
+
+/// Flat index in `plane` of the maximum of window (oy, ox); NaN wins, first maximum on ties (the
+/// CPU's rule).
+template <class T>
+OAR_HOST_DEVICE std::size_t window_argmax(const ConvGeometry& g, const T* plane, std::size_t oy, std::size_t ox) {
+    std::size_t best = (oy * g.stride) * g.width + ox * g.stride;
+    T bv = plane[best];
+    for (std::size_t ky = 0; ky < g.kernel; ++ky)
+        for (std::size_t kx = 0; kx < g.kernel; ++kx) {
+            const std::size_t idx = (oy * g.stride + ky) * g.width + ox * g.stride + kx;
+            const T v = plane[idx];
+            if (v > bv || (v != v && bv == bv)) {
+                bv = v;
+                best = idx;
+            }
+        }
+    return best;
+}
+
+/// The outputs whose window contains input coordinate `i` along one axis: [lo, hi).
+OAR_HOST_DEVICE inline void windows_containing(std::size_t i, std::size_t K, std::size_t S, std::size_t outs,
+                                               std::size_t& lo, std::size_t& hi) {
+    lo = i + 1 > K ? (i + 1 - K + S - 1) / S : 0;  // first o with o*S + K > i
+    hi = i / S + 1;                                // o*S <= i
+    if (hi > outs) hi = outs;
+}
+
+template <class T>
+OAR_HOST_DEVICE void max_pool_forward_body(const Thread& t, ConvGeometry g, std::size_t n, const T* x, T* y) {
+    const std::size_t oh = g.out_height(), ow = g.out_width(), total = n * g.channels * oh * ow;
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
+        const std::size_t plane = i / (oh * ow), oy = (i % (oh * ow)) / ow, ox = i % ow;
+        const T* in = x + plane * g.height * g.width;
+        y[i] = in[window_argmax(g, in, oy, ox)];
+    }
+}
+
+template <class T>
+OAR_HOST_DEVICE void max_pool_backward_body(const Thread& t, ConvGeometry g, std::size_t n, const T* x, const T* dy,
+                                            T* dx) {
+    const std::size_t oh = g.out_height(), ow = g.out_width(), hw = g.height * g.width, total = n * g.channels * hw;
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
+        const std::size_t plane = i / hw, iy = (i % hw) / g.width, ix = i % g.width;
+        const T* in = x + plane * hw;
+        const T* d = dy + plane * oh * ow;
+        std::size_t y0, y1, x0, x1;
+        windows_containing(iy, g.kernel, g.stride, oh, y0, y1);
+        windows_containing(ix, g.kernel, g.stride, ow, x0, x1);
+        T sum = T(0);
+        for (std::size_t oy = y0; oy < y1; ++oy)
+            for (std::size_t ox = x0; ox < x1; ++ox)
+                if (window_argmax(g, in, oy, ox) == i % hw) sum += d[oy * ow + ox];
+        dx[i] = sum;
+    }
+}
+
+template <class T>
+OAR_HOST_DEVICE void avg_pool_forward_body(const Thread& t, ConvGeometry g, std::size_t n, const T* x, T* y) {
+    const std::size_t oh = g.out_height(), ow = g.out_width(), total = n * g.channels * oh * ow;
+    const T inv = T(1) / static_cast<T>(g.kernel * g.kernel);
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
+        const std::size_t plane = i / (oh * ow), oy = (i % (oh * ow)) / ow, ox = i % ow;
+        const T* in = x + plane * g.height * g.width;
+        T s = T(0);
+        for (std::size_t ky = 0; ky < g.kernel; ++ky)
+            for (std::size_t kx = 0; kx < g.kernel; ++kx) s += in[(oy * g.stride + ky) * g.width + ox * g.stride + kx];
+        y[i] = s * inv;
+    }
+}
+
+template <class T>
+OAR_HOST_DEVICE void avg_pool_backward_body(const Thread& t, ConvGeometry g, std::size_t n, const T* dy, T* dx) {
+    const std::size_t oh = g.out_height(), ow = g.out_width(), hw = g.height * g.width, total = n * g.channels * hw;
+    const T inv = T(1) / static_cast<T>(g.kernel * g.kernel);
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
+        const std::size_t plane = i / hw, iy = (i % hw) / g.width, ix = i % g.width;
+        const T* d = dy + plane * oh * ow;
+        std::size_t y0, y1, x0, x1;
+        windows_containing(iy, g.kernel, g.stride, oh, y0, y1);
+        windows_containing(ix, g.kernel, g.stride, ow, x0, x1);
+        T sum = T(0);
+        for (std::size_t oy = y0; oy < y1; ++oy)
+            for (std::size_t ox = x0; ox < x1; ++ox) sum += d[oy * ow + ox] * inv;
+        dx[i] = sum;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Softmax over rows: one thread per row (the course's rows are 10 wide).
+// ---------------------------------------------------------------------------------------------
+
+template <class T>
+OAR_HOST_DEVICE void softmax_forward_body(const Thread& t, const T* x, T* y, std::size_t rows, std::size_t cols) {
+    for (std::size_t r = t.global_x(); r < rows; r += t.stride_x()) {
+        const T* in = x + r * cols;
+        T* out = y + r * cols;
+        T m = in[0];
+        for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
+        double s = 0.0;
+        for (std::size_t j = 0; j < cols; ++j) {
+            out[j] = std::exp(in[j] - m);
+            s += out[j];
+        }
+        const T inv = static_cast<T>(1.0 / s);
+        for (std::size_t j = 0; j < cols; ++j) out[j] *= inv;
+    }
+}
+
+/// dx = y * (dy - sum(dy * y)) per row.
+template <class T>
+OAR_HOST_DEVICE void softmax_backward_body(const Thread& t, const T* y, const T* dy, T* dx, std::size_t rows,
+                                           std::size_t cols) {
+    for (std::size_t r = t.global_x(); r < rows; r += t.stride_x()) {
+        const T* yr = y + r * cols;
+        const T* dyr = dy + r * cols;
+        double dot = 0.0;
+        for (std::size_t j = 0; j < cols; ++j) dot += static_cast<double>(dyr[j]) * yr[j];
+        for (std::size_t j = 0; j < cols; ++j) dx[r * cols + j] = yr[j] * (dyr[j] - static_cast<T>(dot));
+    }
+}
+
+/// losses[r] = logsumexp(z_r) - z_r[label_r] (double); dz = scale * (softmax(z) - onehot) when dz
+/// is not null. Labels are checked on the host before the launch.
+template <class T>
+OAR_HOST_DEVICE void softmax_cross_entropy_body(const Thread& t, const T* z, const std::int64_t* labels,
+                                                std::size_t rows, std::size_t cols, T scale, double* losses, T* dz) {
+    for (std::size_t r = t.global_x(); r < rows; r += t.stride_x()) {
+        const T* in = z + r * cols;
+        T m = in[0];
+        for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
+        double s = 0.0;
+        for (std::size_t j = 0; j < cols; ++j) s += std::exp(static_cast<double>(in[j]) - static_cast<double>(m));
+        const double lse = std::log(s) + static_cast<double>(m);
+        const auto label = static_cast<std::size_t>(labels[r]);
+        losses[r] = lse - static_cast<double>(in[label]);
+        if (dz) {
+            for (std::size_t j = 0; j < cols; ++j)
+                dz[r * cols + j] = scale * static_cast<T>(std::exp(static_cast<double>(in[j]) - lse));
+            dz[r * cols + label] -= scale;
+        }
+    }
+}
+
+}  // namespace oar::cuda_kernels
