@@ -2,49 +2,27 @@
 // ncclUniqueId), and every way of not meeting ends in a named error within the timeout.
 #include <doctest/doctest.h>
 
-#include <array>         // std::array
-#include <chrono>        // std::chrono: timing the failures
-#include <cstdlib>       // setenv, unsetenv
+#include <chrono>        // std::chrono: timeouts
 #include <functional>    // std::function: what a child runs
-#include <netinet/in.h>  // sockaddr_in: a free port
+#include <cstdlib>       // setenv, unsetenv
 #include <random>        // std::random_device: rank 0's bytes, drawn in the child
 #include <string>        // std::string
-#include <sys/socket.h>  // socket, bind, getsockname
-#include <sys/wait.h>    // waitpid
 #include <thread>        // std::this_thread::sleep_for
-#include <unistd.h>      // fork, pipe, _exit
 #include <vector>        // std::vector
 
 #include <oar/dist/rendezvous.hpp>  // tcp_broadcast_bytes, rendezvous_from_env, rendezvous_error
 
+#include "support/child_process.hpp"  // start, finish, free_port: real processes
+
 namespace {
 
 using oar::dist::RendezvousConfig;
-using Clock = std::chrono::steady_clock;
-
-/// A port nobody listens on right now (bound to 0, read back, released).
-int free_port() {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(s >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    ::close(s);
-    return ntohs(a.sin_port);
-}
-
-struct Child {
-    pid_t pid = -1;
-    int fd = -1;
-};
-struct Finished {
-    int status = -1;     ///< exit status, -1 if killed
-    std::string output;  ///< what the child reported: "ok <hex>" or "error <what()>"
-    double seconds = 0;  ///< from start_all to its end
-};
+using oar_test::Clock;
+using oar_test::Child;
+using oar_test::Finished;
+using oar_test::finish;
+using oar_test::free_port;
+using oar_test::start;
 
 std::string hex(const std::vector<std::byte>& b) {
     static const char* digits = "0123456789abcdef";
@@ -54,42 +32,6 @@ std::string hex(const std::vector<std::byte>& b) {
         s += digits[std::to_integer<int>(x) & 15];
     }
     return s;
-}
-
-/// Runs `body` in a child process; the child reports through a pipe and exits 0 (ok) or 1.
-Child start(const std::function<std::string()>& body) {
-    int p[2];
-    REQUIRE(::pipe(p) == 0);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        ::close(p[0]);
-        std::string out;
-        int code = 0;
-        try {
-            out = "ok " + body();
-        } catch (const std::exception& e) {
-            out = std::string("error ") + e.what();
-            code = 1;
-        }
-        [[maybe_unused]] const ssize_t n = ::write(p[1], out.data(), out.size());
-        ::_exit(code);
-    }
-    ::close(p[1]);
-    return {pid, p[0]};
-}
-
-Finished finish(const Child& c, Clock::time_point t0) {
-    Finished f;
-    std::array<char, 4096> buf{};
-    for (ssize_t n; (n = ::read(c.fd, buf.data(), buf.size())) > 0;) f.output.append(buf.data(), static_cast<std::size_t>(n));
-    ::close(c.fd);
-    int st = 0;
-    ::waitpid(c.pid, &st, 0);
-    f.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    f.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    MESSAGE("child ", c.pid, ": status ", f.status, " after ", f.seconds, " s: ", f.output);
-    return f;
 }
 
 /// What rank `rank` of `world` does: rank 0 draws 128 random bytes (in the child, so the parent
