@@ -5,39 +5,20 @@
 #include <oar/train/model.hpp>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include <oar/oar.hpp>  // layers, Network, optimizers
 
+#include "support/toy_model.hpp"  // oar_test::toy_set, ToyNet: a small learnable set and network
+
 namespace {
 
-using Seq = oar::Sequential<oar::Flatten, oar::Linear<36, 16>, oar::ReLU, oar::Dropout<20>, oar::Linear<16, 4>>;
-using Net = oar::Network<Seq, oar::Shape<1, 6, 6>>;
+using Net = oar_test::ToyNet;
+using oar_test::bitwise_equal;
 
-/// Class c is a bright column at x = c (plus a faint pattern that varies by sample).
-oar::data::InMemoryDataset toy(std::size_t n, std::size_t offset = 0) {
-    std::vector<float> images;
-    std::vector<std::int64_t> labels;
-    for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t c = ((i + offset) * 7) % 4;
-        for (std::size_t y = 0; y < 6; ++y)
-            for (std::size_t x = 0; x < 6; ++x)
-                images.push_back(x == c ? 1.0f : 0.1f * static_cast<float>((x * y + i + offset) % 5) - 0.2f);
-        labels.push_back(static_cast<std::int64_t>(c));
-    }
-    return oar::data::InMemoryDataset(std::move(images), std::move(labels), oar::make_dims(1, 6, 6));
-}
-
-std::vector<float> weights(const Net& net) {
-    auto v = net.parameters().values();
-    return {v.begin(), v.end()};
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+oar::data::InMemoryDataset toy(std::size_t n, std::size_t offset = 0) { return oar_test::toy_set(n, offset); }
+std::vector<float> weights(const Net& net) { return oar_test::weights_of(net); }
 
 /// Records every event it sees.
 struct Recorder {
