@@ -18,6 +18,7 @@
 #include "nn/sequential.hpp"          // Sequential
 #include "nn/network.hpp"             // Network
 #include "nn/summary.hpp"             // summary
+#include "nn/hooks.hpp"               // LayerStats, NonFiniteGuard, observers
 #include "loss/cross_entropy.hpp"     // CrossEntropyLoss
 #include "loss/mse.hpp"               // MSELoss
 #include "metric/accuracy.hpp"        // accuracy, Accuracy
