@@ -1,0 +1,275 @@
+// kernel<op::X, basic_cuda<D>> for every op the CPU backend has, with the CPU kernels' `run`
+// signatures; every pointer is device memory (labels too). Each __global__ function below only
+// fills a Thread from the CUDA built-ins and calls the body in oar/kernels/cuda/bodies.hpp, the
+// code tests/cuda/test_bodies.cpp runs on the CPU. GEMM goes to cuBLAS (row-major mapping in
+// oar/kernels/cuda/cublas_map.hpp). Everything runs on cuda_runtime::compute_stream().
+// Also here: the batched convolution and dropout launches used by Network<..., cuda>.
+#pragma once
+
+#include <cstddef>  // std::size_t
+#include <cstdint>  // std::int64_t, std::uint64_t
+#include <vector>   // std::vector: host copy of per-row losses
+
+#include "../kernels/cpu/gemm.hpp"           // Trans (the CPU GEMM's enum; nothing CPU runs here)
+#include "../kernels/cuda/bodies.hpp"        // the kernel bodies
+#include "../kernels/cuda/cublas_map.hpp"    // column_major_gemm
+#include "../kernels/cuda/launch.hpp"        // Thread, blocks_for, block_threads
+#include "../kernels/dispatch.hpp"           // kernel, op::*
+#include "runtime.cuh"                       // OAR_CUDA_CHECK, cublas(), compute_stream(), device_buffer
+
+namespace oar::cuda_kernels {
+
+/// The running thread's coordinates as the bodies take them.
+__device__ inline Thread this_thread() {
+    return {{blockIdx.x, blockIdx.y, blockIdx.z},
+            {threadIdx.x, threadIdx.y, threadIdx.z},
+            {blockDim.x, blockDim.y, blockDim.z},
+            {gridDim.x, gridDim.y, gridDim.z}};
+}
+
+template <class F, class T>
+__global__ void map_kernel(F f, const T* x, T* y, std::size_t n) {
+    map_body(this_thread(), f, x, y, n);
+}
+template <class F, class T>
+__global__ void map_backward_kernel(F f, const T* x, const T* y, const T* dy, T* dx, std::size_t n) {
+    map_backward_body(this_thread(), f, x, y, dy, dx, n);
+}
+template <class F, class T>
+__global__ void update_kernel(F f, std::size_t n, T* p, const T* g, T* s1, T* s2) {
+    update_body(this_thread(), f, n, p, g, s1, s2);
+}
+template <class T>
+__global__ void dropout_kernel(CounterRng rng, std::uint64_t stream, float p, T scale, const T* in, T* out,
+                               std::size_t n) {
+    dropout_body(this_thread(), rng, stream, p, scale, in, out, n);
+}
+template <class T>
+__global__ void bias_add_kernel(T* y, const T* b, std::size_t n, std::size_t c, std::size_t inner) {
+    bias_add_body(this_thread(), y, b, n, c, inner);
+}
+/// One block of block_threads per channel; the phases of bias_grad_body separated by barriers.
+template <class T>
+__global__ void bias_grad_kernel(const T* dy, T* db, std::size_t n, std::size_t c, std::size_t inner) {
+    __shared__ double shared[block_threads];
+    const Thread t = this_thread();
+    const unsigned phases = bias_grad_phases(block_threads);
+    for (unsigned p = 0; p < phases; ++p) {
+        bias_grad_body(p, t, shared, dy, db, n, c, inner);
+        __syncthreads();
+    }
+}
+template <class T>
+__global__ void im2col_kernel(ConvGeometry g, std::size_t n, const T* x, T* col) {
+    im2col_body(this_thread(), g, n, x, col);
+}
+template <class T>
+__global__ void col2im_kernel(ConvGeometry g, std::size_t n, const T* col, T* dx) {
+    col2im_body(this_thread(), g, n, col, dx);
+}
+template <class T>
+__global__ void ncp_from_cnp_kernel(const T* src, T* dst, const T* bias, std::size_t n, std::size_t c, std::size_t p) {
+    ncp_from_cnp_body(this_thread(), src, dst, bias, n, c, p);
+}
+template <class T>
+__global__ void cnp_from_ncp_kernel(const T* src, T* dst, std::size_t n, std::size_t c, std::size_t p) {
+    cnp_from_ncp_body(this_thread(), src, dst, n, c, p);
+}
+template <class T>
+__global__ void max_pool_forward_kernel(ConvGeometry g, std::size_t n, const T* x, T* y) {
+    max_pool_forward_body(this_thread(), g, n, x, y);
+}
+template <class T>
+__global__ void max_pool_backward_kernel(ConvGeometry g, std::size_t n, const T* x, const T* dy, T* dx) {
+    max_pool_backward_body(this_thread(), g, n, x, dy, dx);
+}
+template <class T>
+__global__ void avg_pool_forward_kernel(ConvGeometry g, std::size_t n, const T* x, T* y) {
+    avg_pool_forward_body(this_thread(), g, n, x, y);
+}
+template <class T>
+__global__ void avg_pool_backward_kernel(ConvGeometry g, std::size_t n, const T* dy, T* dx) {
+    avg_pool_backward_body(this_thread(), g, n, dy, dx);
+}
+template <class T>
+__global__ void softmax_forward_kernel(const T* x, T* y, std::size_t rows, std::size_t cols) {
+    softmax_forward_body(this_thread(), x, y, rows, cols);
+}
+template <class T>
+__global__ void softmax_backward_kernel(const T* y, const T* dy, T* dx, std::size_t rows, std::size_t cols) {
+    softmax_backward_body(this_thread(), y, dy, dx, rows, cols);
+}
+template <class T>
+__global__ void softmax_cross_entropy_kernel(const T* z, const std::int64_t* labels, std::size_t rows, std::size_t cols,
+                                             T scale, double* losses, T* dz) {
+    softmax_cross_entropy_body(this_thread(), z, labels, rows, cols, scale, losses, dz);
+}
+
+/// Launches a 1-D kernel over n work items on the compute stream, then checks the launch.
+template <class... P, class... A>
+void launch_1d(std::size_t n, void (*k)(P...), A... args) {
+    if (n == 0) return;
+    k<<<blocks_for(n), block_threads, 0, cuda_runtime::compute_stream()>>>(static_cast<P>(args)...);
+    OAR_CUDA_CHECK_LAUNCH();
+}
+
+/// im2col of n samples at once: col (C*K*K, n*P).
+template <class T>
+void im2col_batched(const ConvGeometry& g, std::size_t n, const T* x, T* col) {
+    launch_1d(g.col_rows() * n * g.col_cols(), &im2col_kernel<T>, g, n, x, col);
+}
+/// dx (n, C, H, W) += col2im of col (C*K*K, n*P).
+template <class T>
+void col2im_batched(const ConvGeometry& g, std::size_t n, const T* col, T* dx) {
+    launch_1d(n * g.channels * g.height * g.width, &col2im_kernel<T>, g, n, col, dx);
+}
+template <class T>
+void ncp_from_cnp(const T* src, T* dst, const T* bias, std::size_t n, std::size_t c, std::size_t p) {
+    launch_1d(n * c * p, &ncp_from_cnp_kernel<T>, src, dst, bias, n, c, p);
+}
+template <class T>
+void cnp_from_ncp(const T* src, T* dst, std::size_t n, std::size_t c, std::size_t p) {
+    launch_1d(n * c * p, &cnp_from_ncp_kernel<T>, src, dst, n, c, p);
+}
+/// out = dropout(in) with the CPU Dropout's mask for (rng, stream).
+template <class T>
+void dropout(CounterRng rng, std::uint64_t stream, float p, T scale, const T* in, T* out, std::size_t n) {
+    launch_1d(n, &dropout_kernel<T>, rng, stream, p, scale, in, out, n);
+}
+
+}  // namespace oar::cuda_kernels
+
+namespace oar {
+
+/// kernel<op::gemm, cuda>::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc): the CPU
+/// GEMM's contract (row-major; beta == 0 overwrites C) through cublasSgemm.
+template <int D>
+struct kernel<op::gemm, basic_cuda<D>> {
+    static void run(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A,
+                    std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+        if (M == 0 || N == 0) return;
+        const auto m = cuda_kernels::column_major_gemm(ta, tb, M, N, K, lda, ldb, ldc);
+        const float* a = m.swap_operands ? B : A;
+        const float* b = m.swap_operands ? A : B;
+        OAR_CUBLAS_CHECK(cublasSgemm(cuda_runtime::cublas(), m.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                     m.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(m.m), static_cast<int>(m.n),
+                                     static_cast<int>(m.k), &alpha, a, static_cast<int>(m.lda), b,
+                                     static_cast<int>(m.ldb), &beta, C, static_cast<int>(m.ldc)));
+    }
+};
+
+template <int D>
+struct kernel<op::im2col, basic_cuda<D>> {
+    static void run(const ConvGeometry& g, const float* x, float* col) { cuda_kernels::im2col_batched(g, 1, x, col); }
+};
+template <int D>
+struct kernel<op::col2im, basic_cuda<D>> {
+    static void run(const ConvGeometry& g, const float* col, float* dx) { cuda_kernels::col2im_batched(g, 1, col, dx); }
+};
+template <int D>
+struct kernel<op::bias_add, basic_cuda<D>> {
+    static void run(float* y, const float* b, std::size_t n, std::size_t channels, std::size_t inner) {
+        cuda_kernels::launch_1d(n * channels * inner, &cuda_kernels::bias_add_kernel<float>, y, b, n, channels, inner);
+    }
+};
+template <int D>
+struct kernel<op::bias_grad, basic_cuda<D>> {
+    static void run(const float* dy, float* db, std::size_t n, std::size_t channels, std::size_t inner) {
+        if (channels == 0) return;
+        cuda_kernels::bias_grad_kernel<float><<<static_cast<unsigned>(channels), cuda_kernels::block_threads, 0,
+                                                cuda_runtime::compute_stream()>>>(dy, db, n, channels, inner);
+        OAR_CUDA_CHECK_LAUNCH();
+    }
+};
+template <int D>
+struct kernel<op::max_pool_forward, basic_cuda<D>> {
+    static void run(const ConvGeometry& g, std::size_t n, const float* x, float* y) {
+        cuda_kernels::launch_1d(n * g.channels * g.out_height() * g.out_width(), &cuda_kernels::max_pool_forward_kernel<float>, g, n, x, y);
+    }
+};
+template <int D>
+struct kernel<op::max_pool_backward, basic_cuda<D>> {
+    static void run(const ConvGeometry& g, std::size_t n, const float* x, const float* dy, float* dx) {
+        cuda_kernels::launch_1d(n * g.channels * g.height * g.width, &cuda_kernels::max_pool_backward_kernel<float>, g, n, x, dy, dx);
+    }
+};
+template <int D>
+struct kernel<op::avg_pool_forward, basic_cuda<D>> {
+    static void run(const ConvGeometry& g, std::size_t n, const float* x, float* y) {
+        cuda_kernels::launch_1d(n * g.channels * g.out_height() * g.out_width(), &cuda_kernels::avg_pool_forward_kernel<float>, g, n, x, y);
+    }
+};
+template <int D>
+struct kernel<op::avg_pool_backward, basic_cuda<D>> {
+    static void run(const ConvGeometry& g, std::size_t n, const float* dy, float* dx) {
+        cuda_kernels::launch_1d(n * g.channels * g.height * g.width, &cuda_kernels::avg_pool_backward_kernel<float>, g, n, dy, dx);
+    }
+};
+template <int D>
+struct kernel<op::map, basic_cuda<D>> {
+    template <class F>
+    static void run(const F& f, const float* x, float* y, std::size_t n) {
+        cuda_kernels::launch_1d(n, &cuda_kernels::map_kernel<F, float>, f, x, y, n);
+    }
+};
+template <int D>
+struct kernel<op::map_backward, basic_cuda<D>> {
+    template <class F>
+    static void run(const F& f, const float* x, const float* y, const float* dy, float* dx, std::size_t n) {
+        cuda_kernels::launch_1d(n, &cuda_kernels::map_backward_kernel<F, float>, f, x, y, dy, dx, n);
+    }
+};
+template <int D>
+struct kernel<op::softmax_forward, basic_cuda<D>> {
+    static void run(const float* x, float* y, std::size_t rows, std::size_t cols) {
+        cuda_kernels::launch_1d(rows, &cuda_kernels::softmax_forward_kernel<float>, x, y, rows, cols);
+    }
+};
+template <int D>
+struct kernel<op::softmax_backward, basic_cuda<D>> {
+    static void run(const float* y, const float* dy, float* dx, std::size_t rows, std::size_t cols) {
+        cuda_kernels::launch_1d(rows, &cuda_kernels::softmax_backward_kernel<float>, y, dy, dx, rows, cols);
+    }
+};
+
+/// kernel<op::softmax_cross_entropy, cuda>::run(z, labels, rows, cols, scale, losses, dz) -> sum of
+/// losses: labels in device memory (checked by the caller), `losses` (device, may be null), dz
+/// (device, may be null). Returning the sum waits for the kernel; Network code that must not wait
+/// uses run_async and reads the per-row losses later.
+template <int D>
+struct kernel<op::softmax_cross_entropy, basic_cuda<D>> {
+    /// Per-row losses (double) into `row_losses` (device, rows values), no wait.
+    static void run_async(const float* z, const std::int64_t* labels, std::size_t rows, std::size_t cols, float scale,
+                          double* row_losses, float* dz) {
+        cuda_kernels::launch_1d(rows, &cuda_kernels::softmax_cross_entropy_kernel<float>, z, labels, rows, cols, scale, row_losses, dz);
+    }
+    static double run(const float* z, const std::int64_t* labels, std::size_t rows, std::size_t cols, float scale,
+                      float* losses, float* dz) {
+        thread_local cuda_runtime::device_buffer<double> scratch;
+        scratch.reserve_discard(rows);
+        run_async(z, labels, rows, cols, scale, scratch.data(), dz);
+        std::vector<double> host(rows);
+        OAR_CUDA_CHECK(cudaMemcpyAsync(host.data(), scratch.data(), rows * sizeof(double), cudaMemcpyDeviceToHost,
+                                       cuda_runtime::compute_stream()));
+        OAR_CUDA_CHECK(cudaStreamSynchronize(cuda_runtime::compute_stream()));
+        double total = 0.0;
+        std::vector<float> as_float(losses ? rows : 0);
+        for (std::size_t r = 0; r < rows; ++r) {
+            total += host[r];
+            if (losses) as_float[r] = static_cast<float>(host[r]);
+        }
+        if (losses) OAR_CUDA_CHECK(cudaMemcpy(losses, as_float.data(), rows * sizeof(float), cudaMemcpyHostToDevice));
+        return total;
+    }
+};
+
+/// kernel<op::fused_update, cuda>::run(f, n, p, g, s1, s2): one launch over the flat buffers.
+template <int D>
+struct kernel<op::fused_update, basic_cuda<D>> {
+    template <class F>
+    static void run(const F& f, std::size_t n, float* p, const float* g, float* s1, float* s2) {
+        cuda_kernels::launch_1d(n, &cuda_kernels::update_kernel<F, float>, f, n, p, g, s1, s2);
+    }
+};
+
+}  // namespace oar
