@@ -29,6 +29,7 @@
 #include "../loss/cross_entropy.hpp"  // CrossEntropyLoss: the default loss
 #include "../loss/mse.hpp"            // MSELoss: LabelMSELoss
 #include "../metric/accuracy.hpp"     // Accuracy: top_k_accuracy
+#include "../nn/network.hpp"          // LayerEvent: layer hooks for guards and diagnostics
 #include "../optim/optimizer.hpp"     // Optimizer concept
 
 namespace oar {
@@ -355,6 +356,15 @@ public:
     /// Called after each backward, before the optimizer's step: e.g. DataParallel::sync_gradients.
     void set_gradient_sync(std::function<void()> sync) { sync_ = std::move(sync); }
 
+    /// Layer hooks: called after each layer of every training forward / backward (either may be
+    /// empty), for guards and diagnostics. Hooks added while fit runs are removed when it ends
+    /// (they usually point into a callback). Without hooks, train_batch calls the plain passes.
+    void add_layer_hook(std::function<void(const LayerEvent&)> on_forward,
+                        std::function<void(const LayerEvent&)> on_backward = {}) {
+        hooks_.push_back({std::move(on_forward), std::move(on_backward)});
+    }
+    std::size_t num_layer_hooks() const { return hooks_.size(); }
+
     /// A callback (or a signal handler's poll) asks fit to end after the current step.
     void stop_training(bool stop = true) { stop_ = stop; }
     bool stop_requested() const { return stop_; }
@@ -369,10 +379,11 @@ public:
     /// Returns the loss; updates the running metrics.
     float train_batch(TensorView images, std::span<const std::int64_t> labels) {
         check_prepared("train_batch");
-        auto out = net_->forward(images);
+        auto out = hooks_.empty() ? net_->forward(images) : net_->forward(images, HookCaller{&hooks_});
         const float l = static_cast<float>(loss_.forward(out, labels));
         for (auto& m : metrics_) m.update(out, labels);
-        net_->backward(loss_.backward());
+        if (hooks_.empty()) net_->backward(loss_.backward());
+        else net_->backward(loss_.backward(), HookCaller{&hooks_});
         if (sync_) sync_();
         opt_step_();
         opt_clear_();
@@ -403,6 +414,11 @@ public:
                       "on_train_batch_end, on_epoch_end, on_eval_end or on_train_end, taking (model, logs) or (logs)");
         check_prepared("fit");
         if (opts.eval_freq == 0) throw value_error("Model::fit: eval_freq must be at least 1");
+        struct HookScope {  // hooks added during fit end with it, also when it throws
+            std::vector<Hook>* hooks;
+            std::size_t before;
+            ~HookScope() { hooks->resize(before); }
+        } hook_scope{&hooks_, hooks_.size()};
         using clock = std::chrono::steady_clock;
         History history;
         stop_ = false;
@@ -501,6 +517,21 @@ public:
     }
 
 private:
+    struct Hook {
+        std::function<void(const LayerEvent&)> forward, backward;
+    };
+    struct HookCaller {
+        std::vector<Hook>* hooks;
+        void on_forward(const LayerEvent& e) {
+            for (auto& h : *hooks)
+                if (h.forward) h.forward(e);
+        }
+        void on_backward(const LayerEvent& e) {
+            for (auto& h : *hooks)
+                if (h.backward) h.backward(e);
+        }
+    };
+
     void check_prepared(const char* what) const {
         if (!prepared_)
             throw value_error(detail::concat("Model::", what, ": call prepare(optimizer, loss, metrics) first"));
@@ -550,6 +581,7 @@ private:
     std::function<float()> opt_lr_;
     std::function<void(float)> opt_set_lr_;
     std::function<void()> sync_;
+    std::vector<Hook> hooks_;
     Progress progress_{};
     bool prepared_ = false;
     bool stop_ = false;
