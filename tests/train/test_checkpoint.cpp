@@ -1,0 +1,282 @@
+// Tests of include/oar/train/checkpoint.hpp: weights in both layouts, mismatches named by key, files
+// cut at every byte leaving the network untouched, optimizer state round trips, mismatched pairs,
+// the course CNN against PyTorch in both directions (tests/train/torch_cnn_check.py), SIGKILL of a
+// real child process in the middle of saving, and a resumed run bitwise equal to an uninterrupted one.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK, REQUIRE
+
+#include <algorithm>   // std::equal, std::max
+#include <chrono>      // std::chrono: the kill delay
+#include <cmath>       // std::fabs
+#include <csignal>     // SIGKILL
+#include <cstddef>     // std::size_t, std::byte
+#include <cstdint>     // std::uint64_t
+#include <cstring>     // std::memcpy
+#include <filesystem>  // std::filesystem: files in the checkpoint folder
+#include <fstream>     // std::ifstream, std::ofstream
+#include <random>      // std::mt19937: the kill delay
+#include <string>      // std::string
+#include <thread>      // std::this_thread::sleep_for
+#include <vector>      // std::vector
+
+#include <sys/wait.h>  // ::waitpid, WIFSIGNALED
+#include <unistd.h>    // ::fork, ::_exit
+
+#include <oar/oar.hpp>                // Network, layers, optimizers, DataLoader
+#include <oar/train/checkpoint.hpp>   // under test
+
+#include "../../examples/models.hpp"  // course::CNN, course::Image
+#include "support/errors.hpp"         // oar_test::message_of, contains
+#include "support/process.hpp"        // oar_test::run_command: the torch cross-check
+#include "support/temp_dir.hpp"       // oar_test::TempDir
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using oar_test::contains;
+using oar_test::message_of;
+using oar_test::TempDir;
+
+using SmallMLP = oar::Sequential<oar::Flatten, oar::Linear<12, 8>, oar::ReLU, oar::Linear<8, 3>>;
+using SmallNet = oar::Network<SmallMLP, oar::Shape<3, 4>>;
+using CnnNet = oar::Network<course::CNN, course::Image>;
+
+template <class Net>
+std::vector<float> params_of(const Net& net) {
+    const auto v = net.parameters().values();
+    return {v.begin(), v.end()};
+}
+
+std::vector<std::byte> file_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::byte> b(c.size());
+    if (!c.empty()) std::memcpy(b.data(), c.data(), c.size());
+    return b;
+}
+void write_bytes(const std::string& path, const std::vector<std::byte>& b, std::size_t len) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(len));
+}
+
+/// One training step of a classifier on a deterministic batch: gives Adam non-zero moments.
+template <class Net, class Opt>
+void train_step(Net& net, Opt& opt, std::size_t batch, std::uint64_t seed) {
+    using In = typename Net::input_shape;
+    oar::Tensor x(batch, In::dims);
+    oar::CounterRng rng{seed};
+    for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = rng.uniform(0, i) * 2.0f - 1.0f;
+    std::vector<std::int64_t> y(batch);
+    for (std::size_t i = 0; i < batch; ++i) y[i] = static_cast<std::int64_t>(i % Net::output_shape::size);
+    oar::CrossEntropyLoss loss;
+    (void)loss(net.forward(x.view()), y);
+    net.backward(loss.backward());
+    opt.step();
+    opt.clear_grad();
+}
+
+oar::TrainingState at_epoch(std::uint64_t e) {
+    oar::TrainingState s;
+    s.epoch = e;
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("weights round-trip in the paddle layout and in the torch layout, with torch's shapes on disk") {
+    TempDir dir;
+    SmallNet a(1), b(2), c(3);
+    REQUIRE(params_of(a) != params_of(b));
+    oar::save_weights(dir.file("p.safetensors"), a);
+    oar::load_weights(dir.file("p.safetensors"), b);
+    CHECK(params_of(a) == params_of(b));
+
+    oar::save_weights(dir.file("t.safetensors"), a, oar::WeightLayout::torch);
+    const auto st = oar::io::read_safetensors(dir.file("t.safetensors"));
+    CHECK(st.metadata().at("oar.layout") == "torch");
+    CHECK(st.at("1.weight").shape == std::vector<std::uint64_t>{8, 12});  // torch's [out, in]
+    CHECK(st.at("3.weight").shape == std::vector<std::uint64_t>{3, 8});
+    CHECK(st.at("1.bias").shape == std::vector<std::uint64_t>{8});
+    const auto w = st.values<float>("1.weight");
+    const auto mem = a.parameters().value(a.parameters().entry("1.weight"));  // [12, 8]
+    CHECK(w[2 * 12 + 5] == mem[5 * 8 + 2]);
+    oar::load_weights(dir.file("t.safetensors"), c);  // the metadata says torch
+    CHECK(params_of(a) == params_of(c));
+}
+
+TEST_CASE("a file without oar metadata is read in the layout the caller names") {
+    TempDir dir;
+    SmallNet a(1), b(2), c(3);
+    // As torch would write it: [out, in] weights, no "oar.layout".
+    std::vector<std::vector<float>> keep;
+    std::vector<oar::io::TensorRef> refs;
+    for (const auto& e : a.parameters().entries()) {
+        const auto v = a.parameters().value(e);
+        if (e.dims.rank == 2) {
+            auto& t = keep.emplace_back(v.size());
+            for (std::size_t r = 0; r < e.dims.d[0]; ++r)
+                for (std::size_t k = 0; k < e.dims.d[1]; ++k) t[k * e.dims.d[0] + r] = v[r * e.dims.d[1] + k];
+            refs.push_back(oar::io::TensorRef::of<float>(e.key, {e.dims.d[1], e.dims.d[0]}, t));
+        } else {
+            refs.push_back(oar::io::TensorRef::of<float>(e.key, {e.dims.d[0]}, v));
+        }
+    }
+    oar::io::write_safetensors(dir.file("torchish.safetensors"), refs, {{"format", "pt"}});
+    const std::string msg = message_of<oar::shape_error>([&] { oar::load_weights(dir.file("torchish.safetensors"), b); });
+    CHECK(contains(msg, "key '1.weight' has shape [8, 12], expected [12, 8]"));
+    CHECK(params_of(b) != params_of(a));
+    oar::load_weights(dir.file("torchish.safetensors"), c, oar::WeightLayout::torch);
+    CHECK(params_of(c) == params_of(a));
+}
+
+TEST_CASE("name, shape and dtype mismatches name the key with both shapes or dtypes and change nothing") {
+    TempDir dir;
+    SmallNet net(7);
+    const auto before = params_of(net);
+    const std::vector<float> w(12 * 8), b8(8), w3(8 * 3), b3(3), extra(2);
+    const std::vector<double> w64(12 * 8);
+    auto load = [&](std::vector<oar::io::TensorRef> refs) {
+        oar::io::write_safetensors(dir.file("m.safetensors"), refs);
+        return [&] { oar::load_weights(dir.file("m.safetensors"), net); };
+    };
+    using R = oar::io::TensorRef;
+    CHECK(contains(message_of<oar::value_error>(load({R::of<float>("1.weight", {12, 8}, w), R::of<float>("1.bias", {8}, b8),
+                                                      R::of<float>("3.weight", {8, 3}, w3)})),
+                   "key '3.bias' is missing (expected F32 [3])"));
+    CHECK(contains(message_of<oar::shape_error>(load({R::of<float>("1.weight", {12, 8}, w), R::of<float>("1.bias", {8}, b8),
+                                                      R::of<float>("3.weight", {3, 8}, w3), R::of<float>("3.bias", {3}, b3)})),
+                   "key '3.weight' has shape [3, 8], expected [8, 3]"));
+    CHECK(contains(message_of<oar::value_error>(load({R::of<double>("1.weight", {12, 8}, w64), R::of<float>("1.bias", {8}, b8),
+                                                      R::of<float>("3.weight", {8, 3}, w3), R::of<float>("3.bias", {3}, b3)})),
+                   "key '1.weight' is F64 [12, 8], expected F32 [12, 8]"));
+    CHECK(contains(message_of<oar::value_error>(load({R::of<float>("1.weight", {12, 8}, w), R::of<float>("1.bias", {8}, b8),
+                                                      R::of<float>("3.weight", {8, 3}, w3), R::of<float>("3.bias", {3}, b3),
+                                                      R::of<float>("4.bias", {2}, extra)})),
+                   "unexpected key '4.bias'"));
+    CHECK(params_of(net) == before);
+}
+
+TEST_CASE("a weights file cut at every byte is refused and leaves the network untouched") {
+    TempDir dir;
+    SmallNet a(1), b(2);
+    oar::save_weights(dir.file("w.safetensors"), a, oar::WeightLayout::torch);
+    const auto full = file_bytes(dir.file("w.safetensors"));
+    const auto before = params_of(b);
+    std::size_t refused = 0;
+    for (std::size_t len = 0; len < full.size(); ++len) {
+        write_bytes(dir.file("cut.safetensors"), full, len);
+        try {
+            oar::load_weights(dir.file("cut.safetensors"), b);
+            FAIL_CHECK("a file cut at byte " << len << " of " << full.size() << " was accepted");
+        } catch (const oar::format_error& e) {
+            ++refused;
+            if (!contains(e.what(), "cut.safetensors")) FAIL_CHECK(e.what());
+        }
+        if (params_of(b) != before) FAIL_CHECK("the network changed at cut " << len);
+    }
+    CHECK(refused == full.size());
+    const auto after = params_of(b);
+    CHECK(after == before);
+}
+
+TEST_CASE("a checkpoint restores weights, Adam's moments and step count, the learning rate and the training state") {
+    TempDir dir;
+    SmallNet net(1);
+    oar::Adam<> opt(net.parameters(), {.learning_rate = 0.01f, .weight_decay = oar::L2Decay(1e-4f)});
+    for (int i = 0; i < 3; ++i) train_step(net, opt, 5, 100 + i);
+    opt.set_learning_rate(0.0123f);
+    oar::TrainingState ts{.epoch = 2, .global_step = 3, .rng_seed = 99, .sampler_epoch = 2,
+                          .extra = {{"lr_schedule.last_epoch", "2"}, {"note", "a \"quoted\" value"}}};
+    oar::save_checkpoint(dir.path.string(), "ckpt", net, opt, ts);
+    CHECK(fs::exists(dir.file("ckpt.safetensors")));
+    CHECK(fs::exists(dir.file("ckpt.state.safetensors")));
+    CHECK_FALSE(fs::exists(dir.file("ckpt.safetensors.prev")));
+    CHECK(oar::checkpoint_exists(dir.path.string(), "ckpt"));
+    const auto st = oar::io::read_safetensors(dir.file("ckpt.state.safetensors"));
+    CHECK(st.at("1.weight.moment1").shape == std::vector<std::uint64_t>{12, 8});
+    CHECK(st.at("3.bias.moment2").shape == std::vector<std::uint64_t>{3});
+
+    SmallNet fresh(1);
+    oar::Adam<> fresh_opt(fresh.parameters(), {.learning_rate = 0.5f, .weight_decay = oar::L2Decay(1e-4f)});
+    const auto got = oar::load_checkpoint(dir.path.string(), "ckpt", fresh, fresh_opt);
+    CHECK(params_of(fresh) == params_of(net));
+    CHECK(fresh_opt.step_count() == 3);
+    CHECK(fresh_opt.learning_rate() == 0.0123f);
+    CHECK(fresh.step() == net.step());
+    auto s1 = opt.state(), s2 = fresh_opt.state();
+    REQUIRE(s1.size() == 2);
+    for (std::size_t k = 0; k < 2; ++k) CHECK(std::equal(s1[k].second.begin(), s1[k].second.end(), s2[k].second.begin()));
+    CHECK(got.epoch == 2);
+    CHECK(got.global_step == 3);
+    CHECK(got.rng_seed == 99);
+    CHECK(got.sampler_epoch == 2);
+    CHECK(got.network_step == net.step());
+    CHECK(got.network_seed == 1);
+    CHECK(got.extra == ts.extra);
+    // Both continue identically.
+    train_step(net, opt, 5, 200);
+    train_step(fresh, fresh_opt, 5, 200);
+    CHECK(params_of(fresh) == params_of(net));
+}
+
+TEST_CASE("a mismatched pair, another optimizer kind or a cut state file is refused before anything changes") {
+    TempDir dir;
+    const std::string d = dir.path.string();
+    SmallNet net(1);
+    oar::Adam<> opt(net.parameters());
+    train_step(net, opt, 4, 1);
+    oar::save_checkpoint(d, "a", net, opt, {});
+    train_step(net, opt, 4, 2);
+    oar::save_checkpoint(d, "b", net, opt, {});
+    fs::copy_file(dir.file("b.safetensors"), dir.file("a.safetensors"), fs::copy_options::overwrite_existing);
+
+    SmallNet fresh(5);
+    oar::Adam<> fresh_opt(fresh.parameters());
+    const auto before = params_of(fresh);
+    const std::string msg = message_of<oar::format_error>([&] { (void)oar::load_checkpoint(d, "a", fresh, fresh_opt); });
+    CHECK(contains(msg, "a.safetensors"));
+    CHECK(contains(msg, "a mismatched pair"));
+    CHECK(params_of(fresh) == before);
+    CHECK(fresh_opt.step_count() == 0);
+
+    oar::Momentum<> momentum(fresh.parameters());
+    CHECK(contains(message_of<oar::value_error>([&] { (void)oar::load_checkpoint(d, "b", fresh, momentum); }),
+                   "buffers 'moment1,moment2', this optimizer has 'velocity'"));
+    CHECK(params_of(fresh) == before);
+
+    const auto state = file_bytes(dir.file("b.state.safetensors"));
+    for (std::size_t len = 0; len < state.size(); len += 7) {
+        write_bytes(dir.file("b.state.safetensors"), state, len);
+        CHECK_THROWS_AS((void)oar::load_checkpoint(d, "b", fresh, fresh_opt), oar::format_error);
+    }
+    CHECK(params_of(fresh) == before);
+    CHECK(fresh_opt.step_count() == 0);
+    CHECK(contains(message_of<oar::io_error>([&] { (void)oar::load_checkpoint(d, "none", fresh, fresh_opt); }), "none.state.safetensors"));
+}
+
+TEST_CASE("a save killed between replacing the weights and the state file loads the previous checkpoint whole") {
+    TempDir dir;
+    const std::string d = dir.path.string();
+    SmallNet net(1);
+    oar::Adam<> opt(net.parameters());
+    train_step(net, opt, 4, 1);
+    oar::save_checkpoint(d, "c", net, opt, at_epoch(1));
+    const auto old_params = params_of(net);
+    const auto old_weights = file_bytes(dir.file("c.safetensors"));
+    train_step(net, opt, 4, 2);
+    // Simulate the kill: the new weights renamed in, the previous kept as ".prev", the old state file.
+    fs::copy_file(dir.file("c.safetensors"), dir.file("c.safetensors.prev"));
+    oar::save_weights(dir.file("c.safetensors"), net);
+    REQUIRE(file_bytes(dir.file("c.safetensors")) != old_weights);
+
+    SmallNet fresh(9);
+    oar::Adam<> fresh_opt(fresh.parameters());
+    CHECK(oar::load_checkpoint(d, "c", fresh, fresh_opt).epoch == 1);
+    CHECK(params_of(fresh) == old_params);
+    CHECK(fresh_opt.step_count() == 1);
+    // The next save repairs and replaces the pair, leaving no ".prev".
+    oar::save_checkpoint(d, "c", net, opt, at_epoch(2));
+    CHECK_FALSE(fs::exists(dir.file("c.safetensors.prev")));
+    CHECK(oar::load_checkpoint(d, "c", fresh, fresh_opt).epoch == 2);
+    CHECK(params_of(fresh) == params_of(net));
+}
