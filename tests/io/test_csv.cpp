@@ -162,11 +162,17 @@ TEST_CASE("CsvWriter::row_fields writes rows whose length is known at run time")
         std::vector<oar::io::CsvField> fields = {1, 0.5, "adam"};
         csv.row_fields(fields);
         csv.row_fields({2, 0.25f, std::string("sgd")});
+        std::vector<oar::io::CsvField> built;  // from temporaries that are gone when the row is written
+        built.emplace_back(3u);
+        built.emplace_back(-1.5);
+        built.emplace_back(std::string(100, 'x') + ",y");
+        csv.row_fields(built);
     }
     const auto records = python_read(path);
-    REQUIRE(records.size() == 3);
+    REQUIRE(records.size() == 4);
     CHECK(texts(records[1]) == std::vector<std::string>{"1", "0.5", "adam"});
     CHECK(texts(records[2]) == std::vector<std::string>{"2", "0.25", "sgd"});
+    CHECK(texts(records[3]) == std::vector<std::string>{"3", "-1.5", std::string(100, 'x') + ",y"});
 }
 
 TEST_CASE("each CsvWriter row is on disk when row() returns: a process that dies without cleanup loses nothing written") {

@@ -85,7 +85,22 @@ inline std::vector<std::string> split_record(std::string_view line) {
 
 }  // namespace csv_detail
 
-/// One value of a row: an integer, a floating-point number or text. Converts implicitly, so
+namespace csv_detail {
+
+/// Appends a number's CSV text: integers exactly, doubles and floats as the shortest text that
+/// reads back to the same double / float (std::to_chars; "nan", "inf", "-inf" for non-finite
+/// values, which python's float() and pandas read).
+template <class T>
+void append_number(std::string& out, T v) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, r.ptr);
+}
+
+}  // namespace csv_detail
+
+/// One value of a row built at run time: an integer, a floating-point number or text (copied, so
+/// a field made from a temporary string stays valid). Converts implicitly, so
 /// `writer.row_fields({epoch, loss, "adam"})` works; bool and character types are refused (print
 /// them as text or numbers explicitly).
 class CsvField {
@@ -99,34 +114,31 @@ public:
     }
     CsvField(double v) : value_(v) {}  // NOLINT
     CsvField(float v) : value_(v) {}   // NOLINT
-    CsvField(std::string_view v) : value_(v) {}  // NOLINT
-    CsvField(const char* v) : value_(std::string_view(v)) {}  // NOLINT
-    CsvField(const std::string& v) : value_(std::string_view(v)) {}  // NOLINT
+    CsvField(std::string_view v) : value_(std::string(v)) {}  // NOLINT
+    CsvField(const char* v) : value_(std::string(v)) {}        // NOLINT
+    CsvField(std::string v) : value_(std::move(v)) {}          // NOLINT
 
-    /// Appends the field's CSV text to `out`: integers exactly, doubles and floats as the shortest
-    /// text that reads back to the same double / float (std::to_chars; "nan", "inf", "-inf" for
-    /// non-finite values, which python's float() and pandas read), text quoted per RFC 4180.
+    /// Appends the field's CSV text to `out` (numbers as csv_detail::append_number, text quoted
+    /// per RFC 4180 when needed).
     void append_to(std::string& out) const {
-        char buf[64];
-        std::to_chars_result r{};
         switch (value_.index()) {
-            case 0: r = std::to_chars(buf, buf + sizeof buf, std::get<0>(value_)); break;
-            case 1: r = std::to_chars(buf, buf + sizeof buf, std::get<1>(value_)); break;
-            case 2: r = std::to_chars(buf, buf + sizeof buf, std::get<2>(value_)); break;
-            case 3: r = std::to_chars(buf, buf + sizeof buf, std::get<3>(value_)); break;
-            default: csv_detail::append_field(out, std::get<4>(value_)); return;
+            case 0: csv_detail::append_number(out, std::get<0>(value_)); break;
+            case 1: csv_detail::append_number(out, std::get<1>(value_)); break;
+            case 2: csv_detail::append_number(out, std::get<2>(value_)); break;
+            case 3: csv_detail::append_number(out, std::get<3>(value_)); break;
+            default: csv_detail::append_field(out, std::get<4>(value_));
         }
-        out.append(buf, r.ptr);
     }
 
 private:
-    std::variant<std::int64_t, std::uint64_t, double, float, std::string_view> value_;
+    std::variant<std::int64_t, std::uint64_t, double, float, std::string> value_;
 };
 
-/// Whether `T` can be one field of CsvWriter::row.
+/// Whether `T` can be one field of CsvWriter::row: float, double, integers other than bool and
+/// character types, and anything that converts to std::string_view.
 template <class T>
-concept csv_field = std::constructible_from<CsvField, const T&> && !std::same_as<std::remove_cvref_t<T>, bool> &&
-                    !std::same_as<std::remove_cvref_t<T>, char>;
+concept csv_field = std::same_as<T, float> || std::same_as<T, double> || std::is_convertible_v<const T&, std::string_view> ||
+                    (std::integral<T> && std::constructible_from<CsvField, T>);
 
 /// How CsvWriter opens an existing file.
 enum class CsvMode {
@@ -185,7 +197,7 @@ public:
         if (sizeof...(Ts) != columns_.size()) throw count_error(sizeof...(Ts));
         buffer_.clear();
         bool first = true;
-        ((append_one(CsvField(values), first)), ...);
+        ((append_value(values, first)), ...);
         buffer_.push_back('\n');
         write_buffer();
     }
@@ -205,6 +217,17 @@ public:
     const std::vector<std::string>& columns() const noexcept { return columns_; }
 
 private:
+    /// The variadic row's fields, appended without copying text.
+    template <class T>
+    void append_value(const T& v, bool& first) {
+        if (!first) buffer_.push_back(',');
+        first = false;
+        if constexpr (std::is_convertible_v<const T&, std::string_view>) csv_detail::append_field(buffer_, std::string_view(v));
+        else if constexpr (std::is_floating_point_v<T>) csv_detail::append_number(buffer_, v);
+        else if constexpr (std::is_signed_v<T>) csv_detail::append_number(buffer_, static_cast<std::int64_t>(v));
+        else csv_detail::append_number(buffer_, static_cast<std::uint64_t>(v));
+    }
+
     void append_one(const CsvField& f, bool& first) {
         if (!first) buffer_.push_back(',');
         first = false;
