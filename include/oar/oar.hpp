@@ -26,6 +26,7 @@
 #include "optim/momentum.hpp"         // Momentum
 #include "optim/adagrad.hpp"          // Adagrad
 #include "optim/adam.hpp"             // Adam
+#include "optim/lr_scheduler.hpp"     // StepDecay, MultiStepDecay, CosineAnnealingDecay, LinearWarmup, ReduceOnPlateau
 #include "data/idx.hpp"               // read_idx, read_idx_pair
 #include "data/mnist.hpp"               // load_mnist: the course split of an IDX folder
 #include "data/generator.hpp"       // generator: co_yield sequences
