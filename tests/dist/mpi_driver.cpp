@@ -64,6 +64,11 @@ TEST_CASE("dist [equivalence]: 20 steps of 2 ranks x batch 50 equal 1 process x 
     CHECK(j.status == 0);
     CHECK(count(j.output, ": ok") == 3);  // SGD float, Adam double, Adam float on rank 0
     CHECK(count(j.output, "FAILED") == 0);
+    // Each line says what it compared: the overlapped allreduce gave the blocking one's bits, and
+    // the 2 ranks gave the bits of 1 process summing the two halves' gradients by hand.
+    CHECK(count(j.output, "overlapped == blocking bitwise: yes") == 3);
+    CHECK(count(j.output, "== 1 process summing the 2 halves' gradients, bitwise: yes") == 3);
+    CHECK(count(j.output, " 0 buckets overlapped backward") == 0);
 }
 
 TEST_CASE("dist [sampler]: DistributedBatchSampler shards are disjoint and cover the dataset across real ranks") {

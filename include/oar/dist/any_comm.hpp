@@ -8,7 +8,7 @@
 #include <span>         // std::span
 #include <utility>      // std::move
 
-#include "communicator.hpp"  // Communicator
+#include "communicator.hpp"  // Communicator, AsyncCommunicator
 #include "local_comm.hpp"    // LocalComm: the default
 
 namespace oar::dist {
@@ -31,6 +31,12 @@ public:
     void broadcast(std::span<float> x, int root) { p_->broadcast(x, root); }
     void broadcast(std::span<double> x, int root) { p_->broadcast(x, root); }
     void barrier() { p_->barrier(); }
+    /// Non-blocking where the engine has it (MpiComm); elsewhere start_allreduce_sum reduces at
+    /// once and progress / wait_all have nothing to do.
+    void start_allreduce_sum(std::span<float> x) { p_->start_allreduce_sum(x); }
+    void start_allreduce_sum(std::span<double> x) { p_->start_allreduce_sum(x); }
+    void progress() { p_->progress(); }
+    void wait_all() { p_->wait_all(); }
 
 private:
     struct Base {
@@ -44,6 +50,10 @@ private:
         virtual void broadcast(std::span<float>, int) = 0;
         virtual void broadcast(std::span<double>, int) = 0;
         virtual void barrier() = 0;
+        virtual void start_allreduce_sum(std::span<float>) = 0;
+        virtual void start_allreduce_sum(std::span<double>) = 0;
+        virtual void progress() = 0;
+        virtual void wait_all() = 0;
     };
     template <class C>
     struct Model final : Base {
@@ -57,11 +67,24 @@ private:
         void broadcast(std::span<float> x, int root) override { comm.broadcast(x, root); }
         void broadcast(std::span<double> x, int root) override { comm.broadcast(x, root); }
         void barrier() override { comm.barrier(); }
+        void start_allreduce_sum(std::span<float> x) override { start(x); }
+        void start_allreduce_sum(std::span<double> x) override { start(x); }
+        void progress() override {
+            if constexpr (AsyncCommunicator<C>) comm.progress();
+        }
+        void wait_all() override {
+            if constexpr (AsyncCommunicator<C>) comm.wait_all();
+        }
+        template <class T>
+        void start(std::span<T> x) {
+            if constexpr (AsyncCommunicator<C>) comm.start_allreduce_sum(x);
+            else comm.allreduce_sum(x);
+        }
         C comm;
     };
     std::unique_ptr<Base> p_;
 };
 
-static_assert(Communicator<AnyComm>);
+static_assert(AsyncCommunicator<AnyComm>);
 
 }  // namespace oar::dist

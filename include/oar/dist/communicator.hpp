@@ -49,6 +49,21 @@ concept Communicator = requires(C& c, const C& cc, std::span<float> f, std::span
     c.barrier();
 };
 
+/// AsyncCommunicator: a Communicator that can also reduce without blocking, so that data-parallel
+/// training overlaps gradient averaging with the rest of backward:
+///   void start_allreduce_sum(std::span<T> x);  // begins an in-place sum; x stays untouched until
+///   void progress();                            //   wait_all(); progress() lets the engine advance
+///   void wait_all();                            //   returns when everything started is done
+/// Contract: every rank starts the same reductions in the same order (as for the blocking ones);
+/// the results are the bits the blocking allreduce_sum gives for the same spans.
+template <class C>
+concept AsyncCommunicator = Communicator<C> && requires(C& c, std::span<float> f, std::span<double> d) {
+    c.start_allreduce_sum(f);
+    c.start_allreduce_sum(d);
+    c.progress();
+    c.wait_all();
+};
+
 /// Every rank's `mine` (the same length on all ranks), concatenated in rank order on every rank.
 /// Built on allreduce_sum of doubles, exact for values that doubles hold exactly (integers < 2^53):
 /// meant for small control data such as model fingerprints, not for tensors.

@@ -1,7 +1,10 @@
 // DataParallel, as paddle.DataParallel: replicates a Network over the ranks of a Communicator.
 // At construction it checks that every rank built the same model and copies rank 0's parameters
-// to all; after each backward, sync_gradients() averages the flat gradient buffer in buckets
-// (one allreduce each), so that every rank's optimizer takes the same step.
+// to all; backward() averages the flat gradient buffer in buckets (one allreduce each), so that
+// every rank's optimizer takes the same step. With an AsyncCommunicator (MpiComm) and a network
+// that reports each layer's finished gradients (Network::backward(dy, observer)), a bucket's
+// allreduce starts as soon as the layers it covers are done, while earlier layers still run
+// backward (PyTorch DDP's and Paddle's overlap); all are waited for before backward() returns.
 #pragma once
 
 #include <algorithm>  // std::min
@@ -14,7 +17,7 @@
 
 #include "../core/error.hpp"  // value_error
 #include "../core/shape.hpp"  // to_string(Dims)
-#include "communicator.hpp"   // Communicator, allgather, allgather_strings, split_u64
+#include "communicator.hpp"   // Communicator, AsyncCommunicator, allgather, allgather_strings, split_u64
 
 namespace oar::dist {
 
@@ -32,9 +35,14 @@ concept FlatParameterModel = requires(M& m) {
 struct DataParallelOptions {
     /// Bytes of gradient per allreduce. Paddle's comm_buffer_size and PyTorch's bucket_cap_mb
     /// default to 25 MB; small buckets cost one latency each, one huge bucket cannot overlap.
+    /// Buckets are cut from the END of the flat buffer (the last layers' gradients, ready first).
     std::size_t bucket_bytes = 25u << 20;
     /// Rank whose parameters every rank starts from.
     int root = 0;
+    /// Start each bucket's allreduce during backward, as soon as it is complete (needs an
+    /// AsyncCommunicator and a network with backward(dy, observer); otherwise ignored). The
+    /// result is bitwise the one of the blocking path: the same sums of the same values.
+    bool overlap = true;
 };
 
 /// A rank's model: its parameter count and the keys and shapes of its tensors, as one line.
@@ -71,8 +79,11 @@ public:
                                              comm.world_size(), ")"));
         const std::size_t per_bucket = std::max<std::size_t>(1, opts_.bucket_bytes / sizeof(value_type));
         const std::size_t n = net.parameters().grads().size();
-        for (std::size_t first = 0; first < n; first += per_bucket)
-            buckets_.push_back({first, std::min(per_bucket, n - first)});
+        for (std::size_t end = n; end > 0;) {  // buckets_[0] ends the buffer: ready first in backward
+            const std::size_t size = std::min(per_bucket, end);
+            buckets_.push_back({end - size, size});
+            end -= size;
+        }
         verify_same_model();
         broadcast_parameters();
     }
@@ -88,21 +99,45 @@ public:
     /// net.forward, unchanged: each rank runs its own share of the global batch.
     template <class X>
     decltype(auto) forward(X&& x) { return net_->forward(static_cast<X&&>(x)); }
-    /// net.backward, then sync_gradients(): as Paddle's loss.backward() under DataParallel.
+    /// net.backward, with the gradients averaged over the ranks when it returns: as Paddle's
+    /// loss.backward() under DataParallel. Overlapped with backward where it can be (see options).
     template <class DY>
     void backward(DY&& dy) {
+        last_overlapped_ = 0;
+        if constexpr (AsyncCommunicator<C> && requires(M& m, Observer& o) { m.backward(dy, o); }) {
+            if (opts_.overlap && comm_->world_size() > 1) {
+                Observer obs{this};
+                started_ = 0;
+                try {
+                    net_->backward(static_cast<DY&&>(dy), obs);
+                    start_ready(0);  // what the layers did not cover (parameter-free first layers)
+                    comm_->wait_all();
+                } catch (...) {
+                    comm_->wait_all();  // the engine must not write into the buffer after we leave
+                    throw;
+                }
+                divide_by_world_size();
+                return;
+            }
+        }
         net_->backward(static_cast<DY&&>(dy));
         sync_gradients();
     }
 
-    /// Replaces every rank's gradients with their average over the ranks, one allreduce per
-    /// bucket, in buffer order. With losses that average over each rank's batch and equal batches
-    /// per rank, this is the gradient of the global batch's mean loss.
+    /// Replaces every rank's gradients with their average over the ranks, one blocking allreduce
+    /// per bucket. With losses that average over each rank's batch and equal batches per rank,
+    /// this is the gradient of the global batch's mean loss. (backward() calls it when it does
+    /// not overlap; call it yourself after a net.backward() of your own.)
     void sync_gradients() {
         if (comm_->world_size() == 1) return;
         const std::span<value_type> g = net_->parameters().grads();
-        for (const Bucket& b : buckets_) comm_->allreduce_average(g.subspan(b.first, b.size));
+        for (const Bucket& b : buckets_) comm_->allreduce_sum(g.subspan(b.first, b.size));
+        divide_by_world_size();
     }
+
+    /// Buckets whose allreduce started during the last backward() while layers before them were
+    /// still to run backward (0 when nothing overlapped): the evidence that overlap happened.
+    std::size_t overlapped_buckets() const { return last_overlapped_; }
 
     /// Every rank's parameters become the root's (also called by the constructor).
     void broadcast_parameters() { comm_->broadcast(net_->parameters().values(), opts_.root); }
@@ -114,6 +149,34 @@ private:
     struct Bucket {
         std::size_t first, size;  // in elements of the flat gradient buffer
     };
+
+    /// Network::backward's observer: after layer i, the gradients from its block's offset to the
+    /// end of the buffer are final (the blocks tile the buffer, layers run last to first).
+    struct Observer {
+        DataParallel* dp;
+        template <class Event>
+        void on_backward(const Event& e) {
+            if (e.param_grads.empty()) return;
+            const std::size_t before = dp->started_;
+            dp->start_ready(e.param_offset);
+            if (e.index > 0) dp->last_overlapped_ += dp->started_ - before;
+            dp->comm_->progress();
+        }
+    };
+
+    /// Starts, in bucket order (the same on every rank), every bucket lying at or after `ready`.
+    void start_ready(std::size_t ready) {
+        const std::span<value_type> g = net_->parameters().grads();
+        for (; started_ < buckets_.size() && buckets_[started_].first >= ready; ++started_)
+            comm_->start_allreduce_sum(g.subspan(buckets_[started_].first, buckets_[started_].size));
+    }
+
+    /// The sums become averages: correctly rounded, the same bits on every rank (MpiComm's
+    /// allreduce_average does exactly this).
+    void divide_by_world_size() {
+        const auto n = static_cast<value_type>(comm_->world_size());
+        for (value_type& v : net_->parameters().grads()) v /= n;
+    }
 
     void verify_same_model() {
         const std::string mine = describe_parameters(*net_);
@@ -140,6 +203,8 @@ private:
     C* comm_;
     DataParallelOptions opts_;
     std::vector<Bucket> buckets_;
+    std::size_t started_ = 0;          // buckets started in the current backward
+    std::size_t last_overlapped_ = 0;  // see overlapped_buckets()
 };
 
 }  // namespace oar::dist

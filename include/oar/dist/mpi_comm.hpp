@@ -25,10 +25,11 @@
 #include <span>         // std::span
 #include <string>       // std::string
 #include <type_traits>  // std::is_same_v
-#include <utility>      // std::exchange
+#include <utility>      // std::exchange, std::move
+#include <vector>       // std::vector: pending requests
 
 #include "../core/error.hpp"  // value_error, detail::concat
-#include "communicator.hpp"   // Communicator, comm_error
+#include "communicator.hpp"   // Communicator, AsyncCommunicator, comm_error
 
 namespace oar::dist {
 
@@ -71,13 +72,15 @@ public:
     MpiComm(const MpiComm&) = delete;
     MpiComm& operator=(const MpiComm&) = delete;
     MpiComm(MpiComm&& o) noexcept
-        : comm_(std::exchange(o.comm_, MPI_COMM_NULL)), rank_(o.rank_), size_(o.size_) {}
+        : comm_(std::exchange(o.comm_, MPI_COMM_NULL)), rank_(o.rank_), size_(o.size_),
+          pending_(std::move(o.pending_)) {}
     MpiComm& operator=(MpiComm&& o) noexcept {
         if (this != &o) {
             release();
             comm_ = std::exchange(o.comm_, MPI_COMM_NULL);
             rank_ = o.rank_;
             size_ = o.size_;
+            pending_ = std::move(o.pending_);
         }
         return *this;
     }
@@ -113,6 +116,35 @@ public:
     }
     void barrier() { detail::mpi_check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
+    /// AsyncCommunicator: MPI_Iallreduce(MPI_IN_PLACE, ..., MPI_SUM). x must stay alive and
+    /// untouched until wait_all(); reductions started in the same order on every rank.
+    template <class T>
+    void start_allreduce_sum(std::span<T> x) {
+        for_chunks(x, [&](T* p, int n) {
+            MPI_Request r = MPI_REQUEST_NULL;
+            detail::mpi_check(MPI_Iallreduce(MPI_IN_PLACE, p, n, detail::mpi_type<T>(), MPI_SUM, comm_, &r),
+                              "MPI_Iallreduce");
+            pending_.push_back(r);
+        });
+    }
+    /// Lets started reductions advance (Open MPI moves non-blocking collectives only inside MPI
+    /// calls, so the caller calls this between pieces of its own work).
+    void progress() {
+        if (pending_.empty()) return;
+        int done = 0;
+        detail::mpi_check(MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE),
+                          "MPI_Testall");
+        if (done) pending_.clear();
+    }
+    /// Returns when every started reduction is complete.
+    void wait_all() {
+        if (pending_.empty()) return;
+        const int rc = MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
+        pending_.clear();
+        detail::mpi_check(rc, "MPI_Waitall");
+    }
+    std::size_t pending() const { return pending_.size(); }
+
 private:
     template <class T, class F>
     static void for_chunks(std::span<T> x, F&& f) {
@@ -131,9 +163,10 @@ private:
     MPI_Comm comm_ = MPI_COMM_NULL;
     int rank_ = 0;
     int size_ = 1;
+    std::vector<MPI_Request> pending_;  // started by start_allreduce_sum, not yet waited for
 };
 
-static_assert(Communicator<MpiComm>);
+static_assert(AsyncCommunicator<MpiComm>);
 
 }  // namespace oar::dist
 
