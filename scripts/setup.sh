@@ -8,7 +8,7 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 packages=(
   build-essential cmake ninja-build g++ clang-14 libclang-rt-14-dev git pkg-config
   xtensor-dev xtl-dev libxsimd-dev libsimdjson-dev doctest-dev zlib1g-dev
-  libbenchmark-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist libtorch-dev
+  libbenchmark-dev libopenblas-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist libtorch-dev
   python3-numpy python3-torch python3-venv python3-pip chromium
 )
 

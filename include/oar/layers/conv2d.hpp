@@ -1,6 +1,7 @@
 // Conv2D<InC, OutC, K, Stride, Pad>: square-kernel 2-D convolution over (C,H,W), as paddle.nn.Conv2D,
 // weight [OutC, InC, K, K] (Paddle's and PyTorch's layout), Normal(0, sqrt(2/(InC*K*K))) init.
-// Computed per sample as im2col + GEMM; backward recomputes the columns instead of storing them.
+// Computed by the backend's whole-batch conv2d kernels (on the CPU: im2col/im2row + GEMM per sample,
+// samples in parallel); backward recomputes the columns instead of storing them.
 #pragma once
 
 #include <array>        // std::array
@@ -9,8 +10,7 @@
 
 #include "../core/context.hpp"         // Context
 #include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
-#include "../kernels/cpu/conv.hpp"     // op::im2col / col2im / bias_* on cpu, ConvGeometry
-#include "../kernels/cpu/gemm.hpp"     // op::gemm on cpu
+#include "../kernels/cpu/conv.hpp"     // op::conv2d_forward / conv2d_backward on cpu, ConvGeometry
 
 namespace oar {
 
@@ -50,38 +50,13 @@ struct Conv2D {
 
     template <Backend B, class T = typename B::value_type>
     void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
-        const auto g = geometry(in);
-        const std::size_t P = g.col_cols(), in_size = in.size();
-        const T* w = ctx.params;  // (OutC, CKK)
-        T* col = ctx.workspace;   // (CKK, P)
-        for (std::size_t s = 0; s < n; ++s) {
-            kernel<op::im2col, B>::run(g, x + s * in_size, col);
-            kernel<op::gemm, B>::run(Trans::no, Trans::no, OutC, P, ckk, T(1), w, ckk, col, P, T(0), y + s * OutC * P,
-                                     P);  // (OutC,CKK) x (CKK,P)
-        }
-        kernel<op::bias_add, B>::run(y, ctx.params + bias_offset, n, OutC, P);
+        kernel<op::conv2d_forward, B>::run(geometry(in), OutC, n, x, ctx.params, ctx.params + bias_offset, y);
     }
 
     template <Backend B, class T = typename B::value_type>
     void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
-        const auto g = geometry(in);
-        const std::size_t P = g.col_cols(), in_size = in.size();
-        T* col = ctx.workspace;             // (CKK, P)
-        T* dcol = ctx.workspace + ckk * P;  // (CKK, P)
-        for (std::size_t s = 0; s < n; ++s) {
-            const T* dys = dy + s * OutC * P;  // (OutC, P)
-            kernel<op::im2col, B>::run(g, x + s * in_size, col);
-            kernel<op::gemm, B>::run(Trans::no, Trans::yes, OutC, ckk, P, T(1), dys, P, col, P, T(1), ctx.grads,
-                                     ckk);  // dW += dy col^T
-            if (dx) {
-                kernel<op::gemm, B>::run(Trans::yes, Trans::no, ckk, P, OutC, T(1), ctx.params, ckk, dys, P, T(0), dcol,
-                                         P);  // dcol = W^T dy
-                T* dxs = dx + s * in_size;
-                for (std::size_t i = 0; i < in_size; ++i) dxs[i] = T(0);
-                kernel<op::col2im, B>::run(g, dcol, dxs);
-            }
-        }
-        kernel<op::bias_grad, B>::run(dy, ctx.grads + bias_offset, n, OutC, P);
+        kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads,
+                                            ctx.grads + bias_offset, dx);
     }
 };
 

@@ -1,11 +1,12 @@
 // CPU GEMM: C = alpha * op(A) * op(B) + beta * C, row-major, float (and double for checks).
-// One register-blocked xsimd micro-kernel: MR = 4 rows x NR = 2 SIMD vectors of C in registers
-// over the whole K loop, A broadcast from its rows or columns (a transposed A costs nothing).
-// op(B) is read in place when it is row-contiguous; a transposed B, and the last N % NR columns
-// of any B, are first packed into zero-padded K x NR panels. The pack buffer is thread-local and
-// only grows: no allocation once warm.
-// Correct and reasonably fast; the performance issue replaces it with a cache-blocked kernel
-// behind the same dispatch.
+// Goto-style: column blocks of NC, K blocks of KC, row blocks of MC; each MC x KC block of op(A)
+// is packed into MR-row panels, and each KC x NR strip of op(B) is read in place when it is a
+// full, row-contiguous strip, else packed into a zero-padded panel. The xsimd micro-kernel keeps
+// MR x NR of C in registers (NR = two SIMD vectors: 10 x 32 floats with AVX-512, 6 x 16 with
+// AVX2, the scalar batch elsewhere: xsimd picks the widest arch the compiler targets).
+// Large products are split over the default thread pool by blocks of C rows or columns; every
+// element of C is summed in the same order whatever the split, so results do not depend on the
+// thread count. Pack buffers are thread-local and only grow: no allocation once warm.
 #pragma once
 
 #include <algorithm>  // std::fill, std::min
@@ -13,9 +14,10 @@
 
 #include "../../core/simd.hpp"  // xsimd::batch, fma
 
-#include "../../config.hpp"        // OAR_ALWAYS_INLINE
-#include "../../core/aligned.hpp"  // aligned_vector
-#include "../dispatch.hpp"         // kernel, op::gemm
+#include "../../config.hpp"             // OAR_ALWAYS_INLINE
+#include "../../core/aligned.hpp"       // aligned_vector
+#include "../../core/thread_pool.hpp"   // default_pool
+#include "../dispatch.hpp"              // kernel, op::gemm
 
 namespace oar {
 
@@ -23,78 +25,181 @@ enum class Trans : bool { no = false, yes = true };
 
 namespace cpu_detail {
 
-inline constexpr std::size_t gemm_mr = 4;  // rows of C per micro-tile
+/// Rows of C per micro-tile: 2*MR accumulators plus the B row and a broadcast must fit the vector
+/// registers (32 with AVX-512, 16 with AVX2 or fewer); 10 rows also tile the models' 20 and 100.
+template <class T>
+inline constexpr std::size_t gemm_mr = sizeof(xsimd::batch<T>) >= 64 ? 10 : 6;
+inline constexpr std::size_t gemm_kc = 256;  // K per block: an MR x KC A panel and a KC x NR B strip fit L1
+inline constexpr std::size_t gemm_mc = 120;  // rows per packed A block (MC x KC, in L2)
+inline constexpr std::size_t gemm_nc = 4096; // columns per outer block
 
 /// Columns of C per micro-tile: two SIMD vectors of T.
 template <class T>
 inline constexpr std::size_t gemm_nr = 2 * xsimd::batch<T>::size;
 
-/// acc(MR x NR) = sum_k A(i,k) * panel(k, :), with A(i,k) = a[i*ai + k*ak]; then
-/// C(rows, cols) += alpha * acc for the first `rows` x `cols` (edges go through a small buffer).
-/// panel(k, :) = panel[k * ldp .. + NR).
-template <std::size_t MR, class T>
-OAR_ALWAYS_INLINE void micro_tile(std::size_t K, T alpha, const T* a, std::size_t ai, std::size_t ak, const T* panel,
-                                  std::size_t ldp, T* c, std::size_t ldc, std::size_t cols) {
+/// acc(R x NR) = sum_k apanel(k, r) * b(k, :), apanel(k, r) = a[k*MR + r], b(k, :) = b[k*ldb ..+ NR);
+/// then C(r, j) = fma(alpha, acc(r, j), C(r, j)) for r < R, j < cols (the same rounding on edges).
+template <std::size_t R, class T>
+OAR_ALWAYS_INLINE void micro_tile(std::size_t kc, T alpha, const T* a, const T* b, std::size_t ldb, T* c,
+                                  std::size_t ldc, std::size_t cols) {
     using V = xsimd::batch<T>;
-    constexpr std::size_t W = V::size;
-    V acc0[MR], acc1[MR];
-    for (std::size_t r = 0; r < MR; ++r) acc0[r] = acc1[r] = V(T(0));
-    for (std::size_t k = 0; k < K; ++k) {
-        const V b0 = V::load_unaligned(panel + k * ldp);
-        const V b1 = V::load_unaligned(panel + k * ldp + W);
-        for (std::size_t r = 0; r < MR; ++r) {
-            const V av(a[r * ai + k * ak]);
+    constexpr std::size_t W = V::size, MR = gemm_mr<T>;
+    V acc0[R], acc1[R];
+    for (std::size_t r = 0; r < R; ++r) acc0[r] = acc1[r] = V(T(0));
+    for (std::size_t k = 0; k < kc; ++k) {
+        const V b0 = V::load_unaligned(b + k * ldb);
+        const V b1 = V::load_unaligned(b + k * ldb + W);
+        for (std::size_t r = 0; r < R; ++r) {
+            const V av(a[k * MR + r]);
             acc0[r] = xsimd::fma(av, b0, acc0[r]);
             acc1[r] = xsimd::fma(av, b1, acc1[r]);
         }
     }
     const V al(alpha);
     if (cols == 2 * W) {
-        for (std::size_t r = 0; r < MR; ++r) {
+        for (std::size_t r = 0; r < R; ++r) {
             T* cp = c + r * ldc;
             xsimd::fma(al, acc0[r], V::load_unaligned(cp)).store_unaligned(cp);
             xsimd::fma(al, acc1[r], V::load_unaligned(cp + W)).store_unaligned(cp + W);
         }
     } else {
         alignas(64) T tmp[2 * W];
-        for (std::size_t r = 0; r < MR; ++r) {
-            (al * acc0[r]).store_aligned(tmp);
-            (al * acc1[r]).store_aligned(tmp + W);
-            for (std::size_t j = 0; j < cols; ++j) c[r * ldc + j] += tmp[j];
+        for (std::size_t r = 0; r < R; ++r) {
+            T* cp = c + r * ldc;
+            for (std::size_t j = 0; j < cols; ++j) tmp[j] = cp[j];
+            xsimd::fma(al, acc0[r], V::load_aligned(tmp)).store_aligned(tmp);
+            xsimd::fma(al, acc1[r], V::load_aligned(tmp + W)).store_aligned(tmp + W);
+            for (std::size_t j = 0; j < cols; ++j) cp[j] = tmp[j];
         }
     }
 }
 
 template <class T>
-aligned_vector<T>& pack_buffer() {
-    thread_local aligned_vector<T> buf;
-    return buf;
+void micro_tile_rows(std::size_t rows, std::size_t kc, T alpha, const T* a, const T* b, std::size_t ldb, T* c,
+                     std::size_t ldc, std::size_t cols) {
+    static_assert(gemm_mr<T> <= 10, "oar: micro_tile_rows dispatches rows 1..10");
+    switch (rows) {
+        case 10: return micro_tile<10>(kc, alpha, a, b, ldb, c, ldc, cols);
+        case 9: return micro_tile<9>(kc, alpha, a, b, ldb, c, ldc, cols);
+        case 8: return micro_tile<8>(kc, alpha, a, b, ldb, c, ldc, cols);
+        case 7: return micro_tile<7>(kc, alpha, a, b, ldb, c, ldc, cols);
+        case 6: return micro_tile<6>(kc, alpha, a, b, ldb, c, ldc, cols);
+        case 5: return micro_tile<5>(kc, alpha, a, b, ldb, c, ldc, cols);
+        case 4: return micro_tile<4>(kc, alpha, a, b, ldb, c, ldc, cols);
+        case 3: return micro_tile<3>(kc, alpha, a, b, ldb, c, ldc, cols);
+        case 2: return micro_tile<2>(kc, alpha, a, b, ldb, c, ldc, cols);
+        default: return micro_tile<1>(kc, alpha, a, b, ldb, c, ldc, cols);
+    }
 }
 
-/// Packs columns [j_begin, N) of op(B) (K x N; B(k,j) = b[k*bk + j*bj]) into panels of K x NR,
-/// zero-padded; panel p holds columns j_begin + p*NR ...
+/// Thread-local, grow-only scratch; Slot tells the A, B buffers apart.
+template <class T, int Slot>
+T* scratch(std::size_t n) {
+    thread_local aligned_vector<T> buf;
+    if (buf.size() < n) buf.resize(n);
+    return buf.data();
+}
+
+/// Packs op(A)(i0.., k0..) of mc x kc (A(i,k) = a[i*ai + k*ak]) into MR-row panels:
+/// out[p*kc*MR + k*MR + r] = A(i0 + p*MR + r, k0 + k), rows past mc zero.
 template <class T>
-const T* pack_b(std::size_t K, std::size_t N, std::size_t j_begin, const T* b, std::size_t bk, std::size_t bj) {
+void pack_a(std::size_t mc, std::size_t kc, const T* a, std::size_t ai, std::size_t ak, T* out) {
+    constexpr std::size_t MR = gemm_mr<T>;
+    for (std::size_t p = 0; p < mc; p += MR) {
+        const std::size_t rows = std::min(MR, mc - p);
+        T* panel = out + p * kc;  // (kc, MR)
+        if (ak == 1) {
+            for (std::size_t r = 0; r < rows; ++r) {
+                const T* src = a + (p + r) * ai;
+                for (std::size_t k = 0; k < kc; ++k) panel[k * MR + r] = src[k];
+            }
+        } else {
+            for (std::size_t k = 0; k < kc; ++k) {
+                const T* src = a + k * ak + p * ai;
+                for (std::size_t r = 0; r < rows; ++r) panel[k * MR + r] = src[r * ai];
+            }
+        }
+        if (rows < MR)
+            for (std::size_t k = 0; k < kc; ++k)
+                for (std::size_t r = rows; r < MR; ++r) panel[k * MR + r] = T(0);
+    }
+}
+
+/// Packs a kc x cols strip of op(B) (B(k,j) = b[k*bk + j*bj]) into a zero-padded kc x NR panel.
+template <class T>
+void pack_b(std::size_t kc, std::size_t cols, const T* b, std::size_t bk, std::size_t bj, T* panel) {
     constexpr std::size_t NR = gemm_nr<T>;
-    const std::size_t panels = (N - j_begin + NR - 1) / NR;
-    auto& buf = pack_buffer<T>();
-    if (buf.size() < panels * K * NR) buf.resize(panels * K * NR);
-    T* out = buf.data();
-    for (std::size_t p = 0; p < panels; ++p) {
-        const std::size_t j0 = j_begin + p * NR, cols = std::min(NR, N - j0);
-        T* panel = out + p * K * NR;  // (K, NR)
-        for (std::size_t k = 0; k < K; ++k) {
+    if (bj == 1) {
+        for (std::size_t k = 0; k < kc; ++k) {
             T* row = panel + k * NR;
-            const T* src = b + k * bk + j0 * bj;
-            if (bj == 1)
-                for (std::size_t j = 0; j < cols; ++j) row[j] = src[j];
-            else
-                for (std::size_t j = 0; j < cols; ++j) row[j] = src[j * bj];
+            const T* src = b + k * bk;
+            for (std::size_t j = 0; j < cols; ++j) row[j] = src[j];
             for (std::size_t j = cols; j < NR; ++j) row[j] = T(0);
         }
+    } else {
+        if (cols < NR)
+            for (std::size_t k = 0; k < kc; ++k)
+                for (std::size_t j = cols; j < NR; ++j) panel[k * NR + j] = T(0);
+        for (std::size_t j = 0; j < cols; ++j) {  // a transposed B: read its rows contiguously
+            const T* src = b + j * bj;
+            for (std::size_t k = 0; k < kc; ++k) panel[k * NR + j] = src[k * bk];
+        }
     }
-    return out;
 }
+
+/// Up to this many rows of C, full strips of a row-contiguous B are read in place, not packed.
+inline constexpr std::size_t gemm_direct_max_m = 32;
+
+/// The single-threaded blocked product on one block of C: C += alpha * op(A) op(B) (beta applied).
+/// A(i,k) = a[i*ai + k*ak], B(k,j) = b[k*bk + j*bj].
+template <class T>
+void gemm_block(std::size_t M, std::size_t N, std::size_t K, T alpha, const T* a, std::size_t ai, std::size_t ak,
+                const T* b, std::size_t bk, std::size_t bj, T beta, T* c, std::size_t ldc) {
+    constexpr std::size_t NR = gemm_nr<T>, MR = gemm_mr<T>, KC = gemm_kc, MC = gemm_mc, NC = gemm_nc;
+    for (std::size_t i = 0; i < M; ++i) {  // C = beta * C
+        T* ci = c + i * ldc;
+        if (beta == T(0))
+            std::fill(ci, ci + N, T(0));
+        else if (beta != T(1))
+            for (std::size_t j = 0; j < N; ++j) ci[j] *= beta;
+    }
+    if (K == 0 || alpha == T(0)) return;
+    T* apack = scratch<T, 0>(MC * KC);
+    for (std::size_t jc = 0; jc < N; jc += NC) {
+        const std::size_t nc = std::min(NC, N - jc);
+        // Strips read in place: full NR-wide strips of a row-contiguous B when few rows of A reuse
+        // them (packing would not pay; large strided strips also alias in L1); the rest is packed.
+        const std::size_t direct = bj == 1 && M <= gemm_direct_max_m ? nc / NR * NR : 0;
+        const std::size_t packed_panels = (nc - direct + NR - 1) / NR;
+        T* bpack = packed_panels ? scratch<T, 1>(packed_panels * KC * NR) : nullptr;
+        for (std::size_t pc = 0; pc < K; pc += KC) {
+            const std::size_t kc = std::min(KC, K - pc);
+            for (std::size_t p = 0; p < packed_panels; ++p) {
+                const std::size_t j0 = jc + direct + p * NR;
+                pack_b(kc, std::min(NR, N - j0), b + pc * bk + j0 * bj, bk, bj, bpack + p * kc * NR);
+            }
+            for (std::size_t ic = 0; ic < M; ic += MC) {
+                const std::size_t mc = std::min(MC, M - ic);
+                pack_a(mc, kc, a + ic * ai + pc * ak, ai, ak, apack);
+                for (std::size_t j0 = 0; j0 < nc; j0 += NR) {
+                    const bool in_place = j0 < direct;
+                    const T* strip = in_place ? b + pc * bk + jc + j0 : bpack + (j0 - direct) / NR * kc * NR;
+                    const std::size_t ldb = in_place ? bk : NR;
+                    const std::size_t cols = std::min(NR, nc - j0);
+                    T* cblock = c + ic * ldc + jc + j0;
+                    std::size_t i = 0;
+                    for (; i + MR <= mc; i += MR)
+                        micro_tile<MR>(kc, alpha, apack + i * kc, strip, ldb, cblock + i * ldc, ldc, cols);
+                    if (i < mc)
+                        micro_tile_rows(mc - i, kc, alpha, apack + i * kc, strip, ldb, cblock + i * ldc, ldc, cols);
+                }
+            }
+        }
+    }
+}
+
+/// Multiply-adds per thread below which a product stays on one thread (a wake-up costs ~10 us).
+inline constexpr double gemm_parallel_min_madds = 1.0e6;
 
 }  // namespace cpu_detail
 
@@ -106,35 +211,36 @@ struct kernel<op::gemm, basic_cpu<T>> {
     static void run(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
                     std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
         using namespace cpu_detail;
-        constexpr std::size_t NR = gemm_nr<T>, MR = gemm_mr;
+        constexpr std::size_t NR = gemm_nr<T>, MR = gemm_mr<T>;
         if (M == 0 || N == 0) return;
-        for (std::size_t i = 0; i < M; ++i) {  // C = beta * C
-            T* c = C + i * ldc;
-            if (beta == T(0))
-                std::fill(c, c + N, T(0));
-            else if (beta != T(1))
-                for (std::size_t j = 0; j < N; ++j) c[j] *= beta;
-        }
-        if (K == 0 || alpha == T(0)) return;
+        const std::size_t ai = ta == Trans::no ? lda : 1, ak = ta == Trans::no ? 1 : lda;  // A(i,k) = A[i*ai + k*ak]
+        const std::size_t bk = tb == Trans::no ? ldb : 1, bj = tb == Trans::no ? 1 : ldb;  // B(k,j) = B[k*bk + j*bj]
 
-        // Columns [0, direct) are read from B in place; the rest from packed panels.
-        const std::size_t direct = tb == Trans::no ? N / NR * NR : 0;
-        const T* packed = direct == N ? nullptr
-                          : tb == Trans::no ? pack_b(K, N, direct, B, ldb, std::size_t{1})
-                                            : pack_b(K, N, direct, B, std::size_t{1}, ldb);
-        const std::size_t ai = ta == Trans::no ? lda : 1;  // A(i,k) = A[i*ai + k*ak]
-        const std::size_t ak = ta == Trans::no ? 1 : lda;
-        const std::size_t full = M / MR * MR;
-        for (std::size_t j0 = 0; j0 < N; j0 += NR) {
-            const bool in_place = j0 < direct;
-            const T* panel = in_place ? B + j0 : packed + (j0 - direct) / NR * K * NR;
-            const std::size_t ldp = in_place ? ldb : NR;
-            const std::size_t cols = std::min(NR, N - j0);
-            for (std::size_t i = 0; i < full; i += MR)
-                micro_tile<MR>(K, alpha, A + i * ai, ai, ak, panel, ldp, C + i * ldc + j0, ldc, cols);
-            for (std::size_t i = full; i < M; ++i)
-                micro_tile<1>(K, alpha, A + i * ai, ai, ak, panel, ldp, C + i * ldc + j0, ldc, cols);
+        ThreadPool* pool = ThreadPool::in_task() ? nullptr : &default_pool();
+        const double madds = double(M) * double(N) * double(K);
+        std::size_t parts = 1;
+        if (pool && pool->size() > 1 && madds >= 2 * gemm_parallel_min_madds)
+            parts = std::min<std::size_t>(pool->size(), static_cast<std::size_t>(madds / gemm_parallel_min_madds));
+        const std::size_t col_panels = (N + NR - 1) / NR, row_panels = (M + MR - 1) / MR;
+        if (parts > 1 && std::max(col_panels, row_panels) < 2) parts = 1;
+        if (parts == 1) {
+            gemm_block(M, N, K, alpha, A, ai, ak, B, bk, bj, beta, C, ldc);
+            return;
         }
+        // Split C into `parts` blocks of whole micro-tiles along its longer side (in tiles).
+        const bool by_cols = col_panels >= row_panels;
+        const std::size_t units = by_cols ? col_panels : row_panels, unit = by_cols ? NR : MR;
+        parts = std::min(parts, units);
+        pool->parallel_for(parts, [&](std::size_t t) {
+            const std::size_t u0 = ThreadPool::chunk_begin(units, parts, t), u1 = ThreadPool::chunk_begin(units, parts, t + 1);
+            if (by_cols) {
+                const std::size_t j0 = u0 * NR, j1 = std::min(N, u1 * unit);
+                gemm_block(M, j1 - j0, K, alpha, A, ai, ak, B + j0 * bj, bk, bj, beta, C + j0, ldc);
+            } else {
+                const std::size_t i0 = u0 * MR, i1 = std::min(M, u1 * unit);
+                gemm_block(i1 - i0, N, K, alpha, A + i0 * ai, ai, ak, B, bk, bj, beta, C + i0 * ldc, ldc);
+            }
+        });
     }
 };
 

@@ -1,5 +1,5 @@
 // CPU pooling kernels over (N,C,H,W): max (backward recomputes the arg-max from x, so nothing is
-// stored between passes) and average (padding excluded from the divisor never arises: no padding).
+// stored between passes; the 2x2 stride-2 window has its own unrolled loop) and average (padding excluded from the divisor never arises: no padding).
 #pragma once
 
 #include <cstddef>  // std::size_t
@@ -28,6 +28,32 @@ std::size_t window_argmax(const ConvGeometry& g, const T* plane, std::size_t oy,
         }
     return best;
 }
+
+/// The first maximum of (a, b, c, d) in that order, NaN winning (as window_argmax); returns 0..3.
+template <class T>
+OAR_ALWAYS_INLINE unsigned argmax4(T a, T b, T c, T d) {
+    unsigned best = 0;
+    T bv = a;
+    if (b > bv || (b != b && bv == bv)) bv = b, best = 1;
+    if (c > bv || (c != c && bv == bv)) bv = c, best = 2;
+    if (d > bv || (d != d && bv == bv)) best = 3;
+    return best;
+}
+
+/// The course's 2x2, stride-2 window: calls f(plane, oy, ox, in_row0, argmax index 0..3) per output.
+template <class T, class F>
+OAR_ALWAYS_INLINE void for_each_window_2x2(const ConvGeometry& g, std::size_t planes, const T* x, F f) {
+    const std::size_t oh = g.out_height(), ow = g.out_width(), W = g.width;
+    for (std::size_t p = 0; p < planes; ++p) {
+        const T* in = x + p * g.height * W;
+        for (std::size_t oy = 0; oy < oh; ++oy) {
+            const T* r0 = in + 2 * oy * W;
+            const T* r1 = r0 + W;
+            for (std::size_t ox = 0; ox < ow; ++ox)
+                f(p, oy, ox, argmax4(r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]));
+        }
+    }
+}
 }  // namespace cpu_detail
 
 /// kernel<op::max_pool_forward, cpu>::run(g, n, x, y): x (n,C,H,W) -> y (n,C,OH,OW).
@@ -35,6 +61,13 @@ template <class T>
 struct kernel<op::max_pool_forward, basic_cpu<T>> {
     static void run(const ConvGeometry& g, std::size_t n, const T* OAR_RESTRICT x, T* OAR_RESTRICT y) {
         const std::size_t oh = g.out_height(), ow = g.out_width(), planes = n * g.channels;
+        if (g.kernel == 2 && g.stride == 2) {
+            const std::size_t W = g.width, hw = g.height * W;
+            cpu_detail::for_each_window_2x2(g, planes, x, [&](std::size_t p, std::size_t oy, std::size_t ox, unsigned a) {
+                y[(p * oh + oy) * ow + ox] = x[p * hw + (2 * oy + a / 2) * W + 2 * ox + a % 2];
+            });
+            return;
+        }
         for (std::size_t p = 0; p < planes; ++p) {
             const T* in = x + p * g.height * g.width;
             T* out = y + p * oh * ow;
@@ -51,6 +84,13 @@ struct kernel<op::max_pool_backward, basic_cpu<T>> {
                     T* OAR_RESTRICT dx) {
         const std::size_t oh = g.out_height(), ow = g.out_width(), planes = n * g.channels, hw = g.height * g.width;
         for (std::size_t i = 0; i < planes * hw; ++i) dx[i] = T(0);
+        if (g.kernel == 2 && g.stride == 2) {
+            const std::size_t W = g.width;
+            cpu_detail::for_each_window_2x2(g, planes, x, [&](std::size_t p, std::size_t oy, std::size_t ox, unsigned a) {
+                dx[p * hw + (2 * oy + a / 2) * W + 2 * ox + a % 2] = dy[(p * oh + oy) * ow + ox];
+            });
+            return;
+        }
         for (std::size_t p = 0; p < planes; ++p) {
             const T* in = x + p * hw;
             const T* d = dy + p * oh * ow;
