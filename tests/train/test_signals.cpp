@@ -44,7 +44,8 @@ TEST_CASE("a SIGINT or SIGTERM during fit stops it after the step it came in, an
         const auto before = handler_of(sig);  // doctest's own, or the default
         {
             oar::StopOnSignal stop;
-            CHECK(handler_of(sig) != before);
+            const bool installed = handler_of(sig) != before;
+            CHECK(installed);
             const auto h = model.fit(train, {.epochs = 3, .batch_size = 10}, RaiseAt{13, sig}, stop);
             CHECK(h.stopped_early);
             CHECK(model.interrupted());
@@ -52,7 +53,8 @@ TEST_CASE("a SIGINT or SIGTERM during fit stops it after the step it came in, an
             CHECK(model.progress() == oar::Progress{1, 3, 13});
             CHECK_THROWS_AS(oar::StopOnSignal{}, oar::io_error);  // one at a time
         }
-        CHECK(handler_of(sig) == before);
+        const bool restored = handler_of(sig) == before;
+        CHECK(restored);
     }
 }
 
