@@ -1,0 +1,48 @@
+// Training throughput of the course CNN on the GPU (img/s at batch 100 and 1024), through the
+// same C++ entry point the main job calls (oar/cuda/train.hpp; this file is compiled by g++ and
+// links the nvcc-built oar_gpu_train). Synthetic data: the speed does not depend on pixel values.
+// Run: build/release/benchmarks/cuda/bench_train_gpu [steps=200]   (exits 77 without a GPU)
+// PyTorch side by side: benchmarks/cuda/torch_cnn.py (same model, batch sizes and steps).
+#include <oar/core/error.hpp>  // oar::error
+#include <oar/cuda/device.hpp> // no_device_error
+#include <oar/cuda/train.hpp>  // oar::gpu::train_course_cnn
+
+#include <cstdint>  // std::int64_t
+#include <cstdio>   // std::printf
+#include <cstdlib>  // std::atoi
+#include <vector>   // std::vector
+
+int main(int argc, char** argv) {
+    const std::size_t steps = argc > 1 ? static_cast<std::size_t>(std::atoi(argv[1])) : 200;
+    const std::size_t count = 60000;
+    std::vector<float> images(count * 784);
+    std::vector<std::int64_t> labels(count);
+    std::uint64_t state = 1;
+    for (auto& v : images) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        v = static_cast<float>(state >> 40) / 16777216.0f - 0.5f;
+    }
+    for (std::size_t i = 0; i < count; ++i) labels[i] = static_cast<std::int64_t>(i % 10);
+    try {
+        for (std::size_t batch : {std::size_t{100}, std::size_t{1024}}) {
+            oar::gpu::TrainOptions o;
+            o.batch_size = batch;
+            o.log = false;
+            o.max_steps = 20;  // warm-up: cuBLAS heuristics, allocations, clocks
+            (void)oar::gpu::train_course_cnn({images.data(), labels.data(), count}, nullptr, o);
+            o.max_steps = steps;
+            o.epochs = 1000;
+            const auto r = oar::gpu::train_course_cnn({images.data(), labels.data(), count}, nullptr, o);
+            std::printf("{\"impl\": \"oar\", \"device\": \"%s\", \"batch\": %zu, \"steps\": %zu, \"seconds\": %.4f, "
+                        "\"train_images_per_sec\": %.0f}\n",
+                        r.device_name.c_str(), batch, r.steps, r.train_seconds, r.train_images_per_sec);
+        }
+    } catch (const oar::no_device_error& e) {
+        std::printf("SKIPPED: %s\n", e.what());
+        return 77;
+    } catch (const oar::error& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

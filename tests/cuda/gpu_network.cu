@@ -1,0 +1,90 @@
+// GPU runtime test of oar/cuda/network.cuh: Network<course CNN, Image, cuda> against
+// Network<..., cpu> from the same seed: forward logits, loss, every parameter gradient, and the
+// parameters after Adam steps (1e-4 relative: cuBLAS and the CPU GEMM sum in different orders);
+// an MLP with Dropout draws the CPU's masks. Skipped (exit 77) where there is no GPU.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <oar/cuda/network.cuh>  // the header under test
+
+#include <oar/layers/activation.hpp>  // ReLU
+#include <oar/layers/linear.hpp>      // Linear
+#include <oar/layers/pool2d.hpp>      // MaxPool2D
+
+#include <algorithm>  // std::max
+#include <cmath>      // std::abs
+#include <cstdint>    // std::int64_t
+#include <vector>   // std::vector
+
+#include "cuda/gpu_device.hpp"  // max_rel_diff
+#include "support/random.hpp"   // random_vector
+
+namespace {
+using CNN = oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>, oar::Conv2D<20, 20, 5, 1, 2>,
+                            oar::ReLU, oar::MaxPool2D<2, 2>, oar::Flatten, oar::Linear<980, 10>>;
+using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::Dropout<20>, oar::Linear<64, 10>>;
+using Image = oar::Shape<1, 28, 28>;
+
+template <class Seq>
+void compare_training(std::size_t batch, int steps) {
+    oar::Network<Seq, Image, oar::cpu> host(7);
+    oar::Network<Seq, Image, oar::cuda> dev(7);
+    CHECK(oar_test::max_rel_diff(std::vector<float>(host.parameters().values().begin(), host.parameters().values().end()),
+                                 std::vector<float>(dev.parameters().to_host().values().begin(),
+                                                    dev.parameters().to_host().values().end())) == 0.0);
+    oar::Adam<oar::cpu> opt_h(host.parameters());
+    oar::Adam<oar::cuda> opt_d(dev.parameters());
+    oar::CrossEntropyLoss<oar::cpu> loss_h;
+    oar::CrossEntropyLoss<oar::cuda> loss_d;
+    for (int s = 0; s < steps; ++s) {
+        const auto x = oar_test::random_vector<float>(batch * 784, 100 + s);
+        std::vector<std::int64_t> y(batch);
+        for (std::size_t i = 0; i < batch; ++i) y[i] = static_cast<std::int64_t>((i * 3 + s) % 10);
+        const oar::TensorView xv(x.data(), batch, Image::dims);
+        const auto out_h = host.forward(xv);
+        const auto out_d = dev.forward(xv);
+        CHECK(oar_test::max_rel_diff(dev.to_host(out_d), std::vector<float>(out_h.data(), out_h.data() + out_h.size())) <= 1e-4);
+        const float lh = loss_h(out_h, y), ld = loss_d(out_d, y);
+        CHECK(std::abs(lh - ld) <= 1e-4f * std::max(1.0f, std::abs(lh)));
+        host.clear_grad();
+        dev.clear_grad();
+        host.backward(loss_h.backward());
+        dev.backward(loss_d.backward());
+        const auto& hd = dev.parameters().to_host();
+        for (const auto& e : host.parameters().entries()) {
+            INFO(e.key << " step " << s);
+            const auto gh = host.parameters().grad(e);
+            const auto gd = hd.grad(e);
+            CHECK(oar_test::max_rel_diff(std::vector<float>(gh.begin(), gh.end()), std::vector<float>(gd.begin(), gd.end())) <= 1e-4);
+        }
+        opt_h.step();
+        opt_d.step();
+    }
+    const auto& hd = dev.parameters().to_host();
+    CHECK(oar_test::max_rel_diff(std::vector<float>(host.parameters().values().begin(), host.parameters().values().end()),
+                                 std::vector<float>(hd.values().begin(), hd.values().end())) <= 1e-4);
+}
+}  // namespace
+
+TEST_CASE("the course CNN trains on the GPU as on the CPU: logits, loss, gradients and Adam steps agree") {
+    compare_training<CNN>(16, 3);
+}
+
+TEST_CASE("an MLP with Dropout on the GPU draws the CPU's dropout masks") {
+    compare_training<MLP>(32, 3);
+}
+
+TEST_CASE("BatchStager uploads pinned batches that the network then reads on the compute stream") {
+    const std::size_t batch = 8;
+    oar::Network<CNN, Image, oar::cuda> dev(3);
+    oar::BatchStager stager(batch, 784);
+    const auto a = oar_test::random_vector<float>(batch * 784, 1), b = oar_test::random_vector<float>(batch * 784, 2);
+    const std::vector<std::int64_t> labels(batch, 1);
+    stager.stage(a.data(), labels.data(), batch);
+    stager.stage(b.data(), labels.data(), batch);
+    const auto first = stager.take();
+    const auto out_a = dev.to_host(dev.forward_device({first.images, batch, Image::dims}));
+    const auto second = stager.take();
+    const auto out_b = dev.to_host(dev.forward_device({second.images, batch, Image::dims}));
+    CHECK(oar_test::max_rel_diff(out_a, dev.to_host(dev.forward(oar::TensorView(a.data(), batch, Image::dims)))) == 0.0);
+    CHECK(oar_test::max_rel_diff(out_b, dev.to_host(dev.forward(oar::TensorView(b.data(), batch, Image::dims)))) == 0.0);
+}
