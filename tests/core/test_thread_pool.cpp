@@ -97,3 +97,12 @@ TEST_CASE("OAR_NUM_THREADS sets the default thread count and a malformed value i
     CHECK(oar::default_thread_count() >= 1);
     CHECK_THROWS_AS(oar::ThreadPool(0), oar::value_error);
 }
+
+TEST_CASE("set_num_threads replaces the default pool, and rejects zero threads keeping the old one") {
+    oar::set_num_threads(3);
+    CHECK(oar::default_pool().size() == 3);
+    CHECK_THROWS_AS(oar::set_num_threads(0), oar::value_error);
+    CHECK(oar::default_pool().size() == 3);
+    oar::set_num_threads(1);
+    CHECK(oar::default_pool().size() == 1);
+}

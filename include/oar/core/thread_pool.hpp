@@ -3,7 +3,8 @@
 // (thread t takes a fixed contiguous range), returning when all are done. Kernels keep their
 // results independent of the thread count by giving each task disjoint outputs and reducing in a
 // fixed order. A parallel_for called from inside a task runs serially on that thread (no nesting).
-// `default_pool()` has OAR_NUM_THREADS threads, else std::thread::hardware_concurrency().
+// `default_pool()` has OAR_NUM_THREADS threads, else std::thread::hardware_concurrency();
+// set_num_threads(n) replaces it.
 #pragma once
 
 #include <atomic>              // std::atomic
@@ -11,6 +12,7 @@
 #include <cstddef>             // std::size_t
 #include <cstdlib>             // std::getenv, std::strtoul
 #include <exception>           // std::exception_ptr
+#include <memory>              // std::unique_ptr (the replaceable default pool)
 #include <mutex>               // std::mutex, std::unique_lock
 #include <string>              // std::string (error message)
 #include <thread>              // std::thread
@@ -145,10 +147,21 @@ inline std::size_t default_thread_count() {
     return hw == 0 ? 1 : hw;
 }
 
-/// The process-wide pool the CPU kernels use, created on first use.
-inline ThreadPool& default_pool() {
-    static ThreadPool pool(default_thread_count());
+namespace detail {
+inline std::unique_ptr<ThreadPool>& default_pool_slot() {
+    static std::unique_ptr<ThreadPool> pool = std::make_unique<ThreadPool>(default_thread_count());
     return pool;
+}
+}  // namespace detail
+
+/// The process-wide pool the CPU kernels use, created on first use.
+inline ThreadPool& default_pool() { return *detail::default_pool_slot(); }
+
+/// Replaces the default pool with one of `threads` threads (as torch::set_num_threads). Call it
+/// between steps, never while a kernel runs on the default pool.
+inline void set_num_threads(std::size_t threads) {
+    auto fresh = std::make_unique<ThreadPool>(threads);  // throws value_error for 0, pool untouched
+    detail::default_pool_slot().swap(fresh);
 }
 
 }  // namespace oar

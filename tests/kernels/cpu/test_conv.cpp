@@ -1,10 +1,13 @@
 // Tests of oar/kernels/cpu/conv.hpp: im2col against the definition and, followed by a matrix
 // product, against a direct convolution loop; col2im against a naive scatter and as the adjoint of
-// im2col; bias_add and bias_grad against naive loops. Geometries cover stride, padding, K = 1,
-// non-square images and strides that do not divide the padded extent.
+// im2col; im2row as im2col's transpose; bias_add and bias_grad against naive loops; the batch
+// conv2d_forward / conv2d_backward against direct loops (each dx path: flipped weights for stride 1
+// and 8+ channels, col2im otherwise), bit-identical for every thread count. Geometries cover
+// stride, padding, K = 1, non-square images and strides that do not divide the padded extent.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/conv.hpp>  // the header under test
+#include <oar/core/thread_pool.hpp>  // set_num_threads: results must not depend on it
 
 #include <cmath>    // std::abs
 #include <cstddef>  // std::size_t, std::ptrdiff_t
@@ -190,5 +193,110 @@ TEST_CASE("bias_grad adds the per-channel sum over samples and positions to db")
         double want = 0.0;
         for (std::size_t s = 0; s < n; ++s) want += dy1[s * channels + c];
         CHECK(std::abs(g[c] - want) < 1e-14);
+    }
+}
+
+TEST_CASE("im2row is the transpose of im2col") {
+    for (const auto& g : geometries) {
+        INFO(describe(g));
+        const auto x = random_vector<float>(g.channels * g.height * g.width, 21);
+        std::vector<float> col(g.col_rows() * g.col_cols()), row(col.size(), -7.0f);
+        oar::kernel<oar::op::im2col, oar::cpu>::run(g, x.data(), col.data());
+        oar::kernel<oar::op::im2row, oar::cpu>::run(g, x.data(), row.data());
+        std::size_t bad = 0;
+        for (std::size_t r = 0; r < g.col_rows(); ++r)
+            for (std::size_t p = 0; p < g.col_cols(); ++p) bad += row[p * g.col_rows() + r] != col[r * g.col_cols() + p];
+        CHECK(bad == 0);
+    }
+}
+
+namespace {
+struct BatchConvResult {
+    std::vector<float> y, dw, db, dx;
+};
+
+BatchConvResult run_batch_conv(const oar::ConvGeometry& g, std::size_t out_c, std::size_t n, bool want_dx) {
+    const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
+    const auto x = random_vector<float>(n * in_size, 31), w = random_vector<float>(out_c * ckk, 32);
+    const auto b = random_vector<float>(out_c, 33), dy = random_vector<float>(n * out_c * P, 34);
+    BatchConvResult r{std::vector<float>(n * out_c * P, 9.0f), random_vector<float>(out_c * ckk, 35),
+                      random_vector<float>(out_c, 36), std::vector<float>(want_dx ? n * in_size : 0, 1e6f)};
+    oar::kernel<oar::op::conv2d_forward, oar::cpu>::run(g, out_c, n, x.data(), w.data(), b.data(), r.y.data());
+    oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, out_c, n, x.data(), w.data(), dy.data(), r.dw.data(),
+                                                         r.db.data(), want_dx ? r.dx.data() : nullptr);
+    return r;
+}
+}  // namespace
+
+TEST_CASE("batch conv2d forward and backward match direct loops, with and without the input gradient") {
+    struct Case {
+        oar::ConvGeometry g;
+        std::size_t out_c, n;
+    };
+    const Case cases[] = {
+        {{1, 12, 12, 5, 1, 2}, 20, 9},    // the course's first layer (col2im dx: one channel)
+        {{20, 7, 7, 5, 1, 2}, 20, 5},     // the second layer's shape: flipped-weight dx
+        {{8, 6, 5, 3, 1, 0}, 3, 6},       // flipped, no padding
+        {{9, 7, 6, 3, 2, 1}, 4, 4},       // stride 2: col2im dx
+        {{3, 9, 8, 4, 3, 2}, 2, 3},
+    };
+    for (const auto& c : cases)
+        for (bool with_dx : {true, false}) {
+            const auto& g = c.g;
+            INFO(describe(g) << " out_c=" << c.out_c << " n=" << c.n << " dx=" << with_dx);
+            const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
+            const std::size_t K = g.kernel, OH = g.out_height(), OW = g.out_width();
+            const auto x = random_vector<float>(c.n * in_size, 31), w = random_vector<float>(c.out_c * ckk, 32);
+            const auto b = random_vector<float>(c.out_c, 33), dy = random_vector<float>(c.n * c.out_c * P, 34);
+            const auto dw0 = random_vector<float>(c.out_c * ckk, 35), db0 = random_vector<float>(c.out_c, 36);
+            const auto r = run_batch_conv(g, c.out_c, c.n, with_dx);
+            std::vector<double> want_dw(dw0.begin(), dw0.end()), want_db(db0.begin(), db0.end()),
+                want_dx(c.n * in_size, 0.0);
+            std::size_t bad_y = 0;
+            for (std::size_t s = 0; s < c.n; ++s)
+                for (std::size_t o = 0; o < c.out_c; ++o)
+                    for (std::size_t oy = 0; oy < OH; ++oy)
+                        for (std::size_t ox = 0; ox < OW; ++ox) {
+                            const std::size_t yi = ((s * c.out_c + o) * OH + oy) * OW + ox;
+                            double acc = b[o];
+                            want_db[o] += dy[yi];
+                            for (std::size_t ch = 0; ch < g.channels; ++ch)
+                                for (std::size_t ky = 0; ky < K; ++ky)
+                                    for (std::size_t kx = 0; kx < K; ++kx) {
+                                        const auto iy = in_coord(g, oy, ky), ix = in_coord(g, ox, kx);
+                                        if (!inside(g, iy, ix)) continue;
+                                        const std::size_t xi = s * in_size + pixel(g, ch, iy, ix);
+                                        const std::size_t wi = ((o * g.channels + ch) * K + ky) * K + kx;
+                                        acc += static_cast<double>(w[wi]) * x[xi];
+                                        want_dw[wi] += static_cast<double>(dy[yi]) * x[xi];
+                                        want_dx[xi] += static_cast<double>(dy[yi]) * w[wi];
+                                    }
+                            bad_y += std::abs(r.y[yi] - acc) > 1e-4;
+                        }
+            std::size_t bad_dw = 0, bad_db = 0, bad_dx = 0;
+            for (std::size_t i = 0; i < want_dw.size(); ++i) bad_dw += std::abs(r.dw[i] - want_dw[i]) > 1e-3;
+            for (std::size_t i = 0; i < want_db.size(); ++i) bad_db += std::abs(r.db[i] - want_db[i]) > 1e-3;
+            if (with_dx)
+                for (std::size_t i = 0; i < want_dx.size(); ++i) bad_dx += std::abs(r.dx[i] - want_dx[i]) > 1e-4;
+            CHECK(bad_y == 0);
+            CHECK(bad_dw == 0);
+            CHECK(bad_db == 0);
+            CHECK(bad_dx == 0);
+        }
+}
+
+TEST_CASE("batch conv2d results are bit-identical whatever the thread count") {
+    const oar::ConvGeometry g{20, 14, 14, 5, 1, 2};
+    std::vector<BatchConvResult> runs;
+    for (std::size_t threads : {1u, 2u, 3u}) {
+        oar::set_num_threads(threads);
+        runs.push_back(run_batch_conv(g, 20, 11, true));
+    }
+    oar::set_num_threads(oar::default_thread_count());
+    for (std::size_t t = 1; t < runs.size(); ++t) {
+        CHECK(runs[t].y == runs[0].y);
+        CHECK(runs[t].dw == runs[0].dw);
+        CHECK(runs[t].db == runs[0].db);
+        CHECK(runs[t].dx == runs[0].dx);
     }
 }

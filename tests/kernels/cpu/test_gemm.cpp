@@ -1,12 +1,14 @@
 // Tests of oar/kernels/cpu/gemm.hpp: every transpose combination, alpha/beta (beta = 0 ignoring
 // NaN in C), row strides larger than the packed ones, and sizes that reach each path of the
-// micro-kernel (4-row blocks and the single-row rest; full and partial column panels of two SIMD
-// vectors, 16 floats / 8 doubles each with AVX-512; K = 1; M or N = 1), in float and double,
+// micro-kernel (10-row tiles and every shorter rest; full and partial column panels of two SIMD
+// vectors, 16 floats / 8 doubles each with AVX-512; K = 1; M or N = 1), the cache blocks (K past
+// KC = 256, M past MC = 120, B read in place or packed), in float and double,
 // against a naive triple loop in long double. NaN in the padding of A and B and a sentinel in the
 // padding of C catch reads and writes outside the matrices.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/gemm.hpp>  // the header under test
+#include <oar/core/thread_pool.hpp>  // set_num_threads: results must not depend on it
 
 #include <cmath>     // std::abs, std::isnan
 #include <cstddef>   // std::size_t
@@ -14,9 +16,10 @@
 #include <iterator>  // std::size
 #include <limits>    // std::numeric_limits
 #include <string>    // std::string
+#include <utility>   // std::move
 #include <vector>    // std::vector
 
-#include "support/random.hpp"  // oar_test::rand_unit: deterministic A, B and C
+#include "support/random.hpp"  // oar_test::rand_unit, random_vector: deterministic A, B and C
 
 namespace {
 
@@ -111,10 +114,10 @@ std::size_t run_case(const GemmCase& c, std::uint64_t seed, std::string& first, 
 
 constexpr Trans both[] = {Trans::no, Trans::yes};
 
-// Ms reach the 4-row blocks and the 1-row rest. Ns are below, at and above multiples of one and
+// Ms reach the 10-row (AVX-512) and 6-row tiles and rests of every length. Ns are below, at and above multiples of one and
 // two vectors of 16 floats / 8 doubles (and of narrower ISAs): full panels only, a partial panel
 // only, and both.
-constexpr std::size_t Ms[] = {1, 3, 4, 5, 8, 13};
+constexpr std::size_t Ms[] = {1, 3, 4, 5, 8, 9, 10, 13, 19, 20};
 constexpr std::size_t Ns[] = {1, 5, 8, 15, 16, 17, 24, 31, 32, 33, 48, 50, 65};
 constexpr std::size_t Ks[] = {1, 2, 7, 16, 33};
 
@@ -232,4 +235,43 @@ TEST_CASE("the packed gemm convenience wrapper uses the packed strides of each o
                     CHECK(static_cast<double>(std::abs(C[i * N + j] - want)) < 1e-13);
                 }
         }
+}
+
+TEST_CASE("gemm across the cache blocks: K past one K block, M past one row block, B in place and packed") {
+    // (M, N, K): M <= 32 reads a row-contiguous B in place, larger M packs it; K = 300 and 513 span
+    // two and three K blocks; M = 130 and 250 span two and three row blocks.
+    constexpr std::size_t shapes[][3] = {{20, 196, 300}, {33, 70, 513}, {130, 65, 40}, {250, 97, 300}, {7, 40, 600}};
+    std::size_t n = 0;
+    for (Trans ta : both)
+        for (Trans tb : both)
+            for (const auto& sh : shapes) {
+                const GemmCase c{ta, tb, sh[0], sh[1], sh[2], n % 2 ? -0.5 : 1.0, n % 3 ? 1.0 : 0.0, 1, 2, 3};
+                ++n;
+                std::string first;
+                INFO(describe(c));
+                const std::size_t bad = run_case<float>(c, 500 + n, first);
+                INFO(first);
+                CHECK(bad == 0);
+            }
+}
+
+TEST_CASE("gemm results are bit-identical whatever the thread count") {
+    constexpr std::size_t shapes[][3] = {{300, 410, 270}, {20, 2000, 500}, {784, 512, 100}, {100, 784, 512}};
+    for (Trans ta : both)
+        for (Trans tb : both)
+            for (const auto& sh : shapes) {
+                const std::size_t M = sh[0], N = sh[1], K = sh[2];
+                const auto a = oar_test::random_vector<float>(M * K, 1), b = oar_test::random_vector<float>(K * N, 2);
+                std::vector<std::vector<float>> results;
+                for (std::size_t threads : {1u, 2u, 3u}) {
+                    oar::set_num_threads(threads);
+                    std::vector<float> c(M * N, 0.25f);
+                    oar::gemm(ta, tb, M, N, K, 1.0f, a.data(), b.data(), 0.5f, c.data());
+                    results.push_back(std::move(c));
+                }
+                INFO("M=" << M << " N=" << N << " K=" << K);
+                CHECK(results[0] == results[1]);
+                CHECK(results[0] == results[2]);
+            }
+    oar::set_num_threads(oar::default_thread_count());
 }
