@@ -11,10 +11,42 @@
 #include <oar/layers/linear.hpp>
 #include <oar/layers/pool2d.hpp>
 #include <oar/testing/gradcheck.hpp>
+#include <oar/core/thread_pool.hpp>    // set_num_threads: results must not depend on it
+#include <oar/loss/cross_entropy.hpp>  // a whole training step, for the allocation count
+#include <oar/optim/adam.hpp>
 
+#include <atomic>   // std::atomic: the operator new counter
 #include <cmath>
+#include <cstdint>  // std::int64_t
+#include <cstdlib>  // std::malloc, std::free, std::aligned_alloc
+#include <new>      // std::align_val_t, std::bad_alloc
 #include <string>
 #include <vector>
+
+// Every operator new of this test program is counted while counting is on (the allocation test).
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<long> g_news{0};
+void* counted_alloc(std::size_t n, std::size_t align) {
+    if (g_counting.load(std::memory_order_relaxed)) g_news.fetch_add(1, std::memory_order_relaxed);
+    if (n == 0) n = 1;
+    void* p = align <= alignof(std::max_align_t) ? std::malloc(n) : std::aligned_alloc(align, (n + align - 1) / align * align);
+    if (!p) throw std::bad_alloc();
+    return p;
+}
+}  // namespace
+void* operator new(std::size_t n) { return counted_alloc(n, 0); }
+void* operator new[](std::size_t n) { return counted_alloc(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a)); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace {
 using namespace oar;
@@ -214,4 +246,61 @@ TEST_CASE("the network type carries its facts") {
     static_assert(CNN::num_layers == 8);
     static_assert(std::is_same_v<Network<Small, Shape<2, 8, 8>, cpu64>::value_type, double>);
     CHECK(CNN(0).seed() == 0);
+}
+
+namespace {
+/// One training step of the course CNN: forward, cross-entropy, backward, Adam, clear_grad.
+struct CnnStep {
+    CNN net{3};
+    Adam<> opt{net.parameters(), {.learning_rate = 1e-3f}};
+    CrossEntropyLoss<> ce;
+    Tensor x = ramp(10, make_dims(1, 28, 28));
+    std::vector<std::int64_t> labels{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    float operator()() {
+        const float loss = ce(net.forward(x), labels);
+        net.backward(ce.backward());
+        opt.step();
+        opt.clear_grad();
+        return loss;
+    }
+};
+}  // namespace
+
+TEST_CASE("a steady-state training step allocates nothing on the heap") {
+    for (std::size_t threads : {1u, 2u}) {
+        set_num_threads(threads);
+        CnnStep step;
+        step();  // the first step sizes the arena, the kernels' scratch and the pool's threads
+        step();
+        g_news = 0;
+        g_counting = true;
+        for (int i = 0; i < 3; ++i) step();
+        g_counting = false;
+        INFO("threads=" << threads);
+        CHECK(g_news.load() == 0);
+    }
+    // The counter works: a vector allocates.
+    g_counting = true;
+    std::vector<int> v(3);
+    g_counting = false;
+    CHECK(g_news.load() >= 1);
+    set_num_threads(default_thread_count());
+}
+
+TEST_CASE("training gives bit-identical losses and parameters on 1, 2 and 3 threads") {
+    std::vector<std::vector<float>> params;
+    std::vector<std::vector<float>> losses;
+    for (std::size_t threads : {1u, 2u, 3u}) {
+        set_num_threads(threads);
+        CnnStep step;
+        std::vector<float> l;
+        for (int i = 0; i < 3; ++i) l.push_back(step());
+        losses.push_back(l);
+        params.emplace_back(step.net.parameters().values().begin(), step.net.parameters().values().end());
+    }
+    set_num_threads(default_thread_count());
+    CHECK(losses[1] == losses[0]);
+    CHECK(losses[2] == losses[0]);
+    CHECK(params[1] == params[0]);
+    CHECK(params[2] == params[0]);
 }
