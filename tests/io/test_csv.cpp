@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>  // TEST_CASE, CHECK, REQUIRE
 
 #include <cmath>       // std::nextafter, std::isnan
+#include <csignal>       // std::signal(SIGXFSZ, SIG_IGN): a full disk without the signal
+#include <sys/resource.h>  // ::setrlimit(RLIMIT_FSIZE): a full disk for the write-error tests
 #include <cstdint>     // std::int64_t, std::uint64_t
 #include <cstdlib>     // std::strtod, std::_Exit
 #include <filesystem>  // std::filesystem
@@ -77,6 +79,29 @@ std::string file_text(const std::string& path) {
     const auto b = oar_test::read_raw(path);
     return std::string(b.begin(), b.end());
 }
+
+/// Open file descriptors of this process: error paths must not leak any.
+int open_fds() {
+    int n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+}
+
+/// While alive, regular files cannot grow past `bytes` (writes fail with EFBIG, SIGXFSZ ignored):
+/// a full disk, for the write-error paths.
+struct FileSizeLimit {
+    rlimit old{};
+    explicit FileSizeLimit(rlim_t bytes) {
+        ::getrlimit(RLIMIT_FSIZE, &old);
+        std::signal(SIGXFSZ, SIG_IGN);
+        rlimit r = old;
+        r.rlim_cur = bytes;
+        ::setrlimit(RLIMIT_FSIZE, &r);
+    }
+    ~FileSizeLimit() { ::setrlimit(RLIMIT_FSIZE, &old); }
+    FileSizeLimit(const FileSizeLimit&) = delete;
+    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+};
 
 }  // namespace
 
@@ -286,4 +311,24 @@ TEST_CASE("CsvWriter refuses rows of the wrong length, no columns, repeated colu
     CHECK(contains(msg, "file/log.csv"));
     csv.row(1, 2);  // still usable after refused rows
     CHECK(file_text(dir.file("n.csv")) == "a,b\n1,2\n");
+}
+
+TEST_CASE("CsvWriter reports a failed write (a full disk) as io_error naming the file, and leaks no file handle on any error") {
+    TempDir dir;
+    const std::string path = dir.file("full.csv");
+    const int fds = open_fds();
+    {
+        oar::io::CsvWriter csv(path, {"epoch", "note"});
+        csv.row(1, "short");
+        std::string msg;
+        {
+            FileSizeLimit limit(64);
+            msg = oar_test::message_of<oar::io_error>([&] { csv.row(2, std::string(500, 'n')); });
+        }
+        CHECK(contains(msg, "full.csv"));
+        CHECK(contains(msg, "cannot write"));
+    }
+    // The refused append (header mismatch) closes the file it read.
+    oar_test::message_of<oar::format_error>([&] { oar::io::CsvWriter c(path, {"other"}, oar::io::CsvMode::append); });
+    CHECK(open_fds() == fds);
 }

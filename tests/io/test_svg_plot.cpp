@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>  // TEST_CASE, CHECK, REQUIRE
 
 #include <cmath>       // std::nan, std::fmod, std::abs, std::log10, std::pow
+#include <csignal>       // std::signal(SIGXFSZ, SIG_IGN): a full disk without the signal
+#include <sys/resource.h>  // ::setrlimit(RLIMIT_FSIZE): a full disk for the write-error tests
 #include <cstdlib>     // std::strtod
 #include <filesystem>  // std::filesystem
 #include <fstream>     // std::ofstream
@@ -139,6 +141,29 @@ std::string text_of(const std::string& path) {
     const auto b = oar_test::read_raw(path);
     return std::string(b.begin(), b.end());
 }
+
+/// Open file descriptors of this process: error paths must not leak any.
+int open_fds() {
+    int n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+}
+
+/// While alive, regular files cannot grow past `bytes` (writes fail with EFBIG, SIGXFSZ ignored):
+/// a full disk, for the write-error paths.
+struct FileSizeLimit {
+    rlimit old{};
+    explicit FileSizeLimit(rlim_t bytes) {
+        ::getrlimit(RLIMIT_FSIZE, &old);
+        std::signal(SIGXFSZ, SIG_IGN);
+        rlimit r = old;
+        r.rlim_cur = bytes;
+        ::setrlimit(RLIMIT_FSIZE, &r);
+    }
+    ~FileSizeLimit() { ::setrlimit(RLIMIT_FSIZE, &old); }
+    FileSizeLimit(const FileSizeLimit&) = delete;
+    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+};
 
 }  // namespace
 
@@ -374,4 +399,23 @@ TEST_CASE("headless Chromium renders the curves SVG with both curve colours in b
     CHECK(counts["ff7f0e"].second > 300);
     // A colour the plot does not use stays (nearly) absent: the counting is not fooled by grey.
     CHECK(counts["d62728"].first + counts["d62728"].second < 20);
+}
+
+TEST_CASE("write_svg on a full disk throws io_error, keeps the previous file, removes its temporary file and leaks no handle") {
+    TempDir dir;
+    const std::string path = dir.file("curves.svg");
+    oar::io::write_training_curves(path, five_epochs(), "before");
+    const std::string before = text_of(path);
+    const int fds = open_fds();
+    std::string msg;
+    {
+        FileSizeLimit limit(1000);  // the document is several KB
+        msg = oar_test::message_of<oar::io_error>([&] { oar::io::write_training_curves(path, five_epochs(), "after"); });
+    }
+    CHECK(contains(msg, "curves.svg"));
+    CHECK(text_of(path) == before);
+    int entries = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path)) ++entries;
+    CHECK(entries == 1);
+    CHECK(open_fds() == fds);
 }

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>  // TEST_CASE, CHECK, REQUIRE
 
 #include <cmath>       // std::isnan, std::isinf
+#include <csignal>       // std::signal(SIGXFSZ, SIG_IGN): a full disk without the signal
+#include <sys/resource.h>  // ::setrlimit(RLIMIT_FSIZE): a full disk for the write-error tests
 #include <cstdint>     // std::int64_t
 #include <cstdlib>     // std::strtod: hexadecimal floats
 #include <filesystem>  // std::filesystem: listing and corrupting files
@@ -96,6 +98,29 @@ std::vector<fs::path> event_files(const fs::path& dir) {
         if (e.path().filename().string().find("tfevents") != std::string::npos) out.push_back(e.path());
     return out;
 }
+
+/// Open file descriptors of this process: error paths must not leak any.
+int open_fds() {
+    int n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+}
+
+/// While alive, regular files cannot grow past `bytes` (writes fail with EFBIG, SIGXFSZ ignored):
+/// a full disk, for the write-error paths.
+struct FileSizeLimit {
+    rlimit old{};
+    explicit FileSizeLimit(rlim_t bytes) {
+        ::getrlimit(RLIMIT_FSIZE, &old);
+        std::signal(SIGXFSZ, SIG_IGN);
+        rlimit r = old;
+        r.rlim_cur = bytes;
+        ::setrlimit(RLIMIT_FSIZE, &r);
+    }
+    ~FileSizeLimit() { ::setrlimit(RLIMIT_FSIZE, &old); }
+    FileSizeLimit(const FileSizeLimit&) = delete;
+    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+};
 
 }  // namespace
 
@@ -271,4 +296,19 @@ TEST_CASE("TensorBoardWriter refuses an empty tag and a folder it cannot create,
     const std::string tag_msg = oar_test::message_of<oar::value_error>([&] { tb.add_scalar("", 1.0, 5); });
     CHECK(contains(tag_msg, "empty TensorBoard tag"));
     CHECK(contains(tag_msg, "step 5"));
+}
+
+TEST_CASE("TensorBoardWriter reports a failed write (a full disk) as io_error naming the file, and leaks no file handle") {
+    TempDir dir;
+    const int fds = open_fds();
+    std::string msg;
+    {
+        oar::io::TensorBoardWriter tb(dir.path);
+        for (int i = 0; i < 40; ++i) tb.add_scalar("train/loss", 1.0 / (1 + i), i);  // ~2 KB, still buffered
+        FileSizeLimit limit(256);
+        msg = oar_test::message_of<oar::io_error>([&] { tb.flush(); });
+        CHECK(contains(msg, tb.path().filename().string()));
+        CHECK(contains(msg, "cannot write"));
+    }
+    CHECK(open_fds() == fds);
 }
