@@ -13,6 +13,7 @@
 #include <cstring>     // std::memcpy
 #include <filesystem>  // std::filesystem: files in the checkpoint folder
 #include <fstream>     // std::ifstream, std::ofstream
+#include <memory>      // std::unique_ptr: the large network, shared with the forked child
 #include <random>      // std::mt19937: the kill delay
 #include <string>      // std::string
 #include <thread>      // std::this_thread::sleep_for
@@ -172,7 +173,8 @@ TEST_CASE("a weights file cut at every byte is refused and leaves the network un
             ++refused;
             if (!contains(e.what(), "cut.safetensors")) FAIL_CHECK(e.what());
         }
-        if (params_of(b) != before) FAIL_CHECK("the network changed at cut " << len);
+        const auto now = b.parameters().values();  // compared in place (g++ 12 warns falsely on a temporary vector here)
+        if (!std::equal(now.begin(), now.end(), before.begin(), before.end())) FAIL_CHECK("the network changed at cut " << len);
     }
     CHECK(refused == full.size());
     const auto after = params_of(b);
@@ -279,4 +281,253 @@ TEST_CASE("a save killed between replacing the weights and the state file loads 
     CHECK_FALSE(fs::exists(dir.file("c.safetensors.prev")));
     CHECK(oar::load_checkpoint(d, "c", fresh, fresh_opt).epoch == 2);
     CHECK(params_of(fresh) == params_of(net));
+}
+
+namespace {
+
+/// max|a - b| / max|b|, as tests/torch and torch_cnn_check.py measure agreement.
+double relative_error(std::span<const float> a, std::span<const float> b) {
+    double err = 0, scale = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+        err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+    }
+    return err / std::max(scale, 1e-30);
+}
+
+std::string torch_script() { return std::string(OAR_SOURCE_DIR) + "/tests/train/torch_cnn_check.py"; }
+
+}  // namespace
+
+TEST_CASE("the course CNN trained in oar and saved in the torch layout gives the same logits in a torch nn.Sequential") {
+    TempDir dir;
+    CnnNet net(3);
+    oar::Adam<> opt(net.parameters(), {.learning_rate = 0.001f, .weight_decay = oar::L2Decay(1e-5f)});
+    for (int i = 0; i < 3; ++i) train_step(net, opt, 16, 10 + i);
+    net.eval();
+    oar::Tensor x(8, course::Image::dims);
+    oar::CounterRng rng{77};
+    for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = rng.uniform(1, i);
+    const auto out = net.forward(x.view());
+    const std::vector<float> logits(out.data(), out.data() + out.size());
+    oar::save_weights(dir.file("cnn.safetensors"), net, oar::WeightLayout::torch);
+    oar::io::write_safetensors(dir.file("io.safetensors"),
+                               {oar::io::TensorRef::of<float>("x", {8, 1, 28, 28}, std::span<const float>(x.data(), x.size())),
+                                oar::io::TensorRef::of<float>("logits", {8, 10}, logits)});
+    const auto r = oar_test::run_command(std::string(OAR_PYTHON) + " " + torch_script() + " check " + dir.file("cnn.safetensors") +
+                                         " " + dir.file("io.safetensors") + " 2>&1");
+    MESSAGE("oar -> torch: " << r.output);
+    CHECK(r.status == 0);
+    CHECK(contains(r.output, "rel="));
+}
+
+TEST_CASE("a torch-initialised and torch-trained course CNN loaded into oar gives torch's logits") {
+    TempDir dir;
+    const auto r = oar_test::run_command(std::string(OAR_PYTHON) + " " + torch_script() + " make " + dir.file("torch.safetensors") +
+                                         " " + dir.file("io.safetensors") + " 2>&1");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CnnNet net(0);
+    const auto before = params_of(net);
+    // torch's file has no oar metadata: read as paddle, its Linear weight does not fit.
+    CHECK(contains(message_of<oar::shape_error>([&] { oar::load_weights(dir.file("torch.safetensors"), net); }),
+                   "key '7.weight' has shape [10, 980], expected [980, 10]"));
+    CHECK(params_of(net) == before);
+    oar::load_weights(dir.file("torch.safetensors"), net, oar::WeightLayout::torch);
+    const auto io = oar::io::read_safetensors(dir.file("io.safetensors"));
+    const auto x = io.values<float>("x");
+    const auto want = io.values<float>("logits");
+    REQUIRE(x.size() == 8 * 28 * 28);
+    net.eval();
+    const auto out = net.forward(oar::TensorView(x.data(), 8, course::Image::dims));
+    const double rel = relative_error({out.data(), out.size()}, want);
+    MESSAGE("torch -> oar: rel=" << rel);
+    CHECK(rel <= 1e-5);
+    CHECK(rel > 0.0 - 1.0);  // printed above; a failure to load would have thrown
+}
+
+namespace {
+
+using BigMLP = oar::Sequential<oar::Flatten, oar::Linear<1024, 512>, oar::ReLU, oar::Linear<512, 512>>;  // 3 MB of weights
+using BigNet = oar::Network<BigMLP, oar::Shape<1024>>;
+
+/// Sets every parameter and every Adam moment of generation g to the value g, so a loaded
+/// checkpoint shows whether its two files (and each file's parts) come from the same save.
+void fill_generation(BigNet& net, oar::Adam<>& opt, std::uint64_t g) {
+    for (const auto& e : net.parameters().entries()) {
+        auto v = net.parameters().value(e);
+        std::fill(v.begin(), v.end(), static_cast<float>(g));
+    }
+    for (auto& [name, buf] : opt.state())
+        for (const auto& e : net.parameters().entries())
+            std::fill(buf.begin() + static_cast<std::ptrdiff_t>(e.offset), buf.begin() + static_cast<std::ptrdiff_t>(e.offset + e.size),
+                      static_cast<float>(g));
+    opt.set_step_count(g);
+}
+
+/// Every parameter and moment equals `g`?
+bool uniform_generation(BigNet& net, oar::Adam<>& opt, float g) {
+    for (const auto& e : net.parameters().entries())
+        for (float v : net.parameters().value(e))
+            if (v != g) return false;
+    for (auto& [name, buf] : opt.state())
+        for (const auto& e : net.parameters().entries())
+            for (std::size_t i = 0; i < e.size; ++i)
+                if (buf[e.offset + i] != g) return false;
+    return opt.step_count() == static_cast<std::uint64_t>(g);
+}
+
+}  // namespace
+
+TEST_CASE("a child process killed with SIGKILL while saving large checkpoints always leaves the previous one loadable") {
+    TempDir dir;
+    const std::string d = dir.path.string();
+    auto net = std::make_unique<BigNet>(1);
+    auto opt = std::make_unique<oar::Adam<>>(net->parameters());
+    fill_generation(*net, *opt, 1);
+    oar::save_checkpoint(d, "k", *net, *opt, at_epoch(1));
+    oar::save_weights(dir.file("w.safetensors"), *net);
+    std::mt19937 gen(std::random_device{}());
+    std::uint64_t last = 1, next = 2;
+    float last_weights = 1;
+    std::size_t advanced = 0, interrupted = 0;
+    for (int round = 0; round < 6; ++round) {
+        const pid_t child = ::fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            // The child: save generation after generation until killed (9 MB per checkpoint pair, 3 MB weights).
+            for (std::uint64_t g = next;; ++g) {
+                fill_generation(*net, *opt, g);
+                oar::save_checkpoint(d, "k", *net, *opt, at_epoch(g));
+                oar::save_weights(dir.file("w.safetensors"), *net);
+            }
+        }
+        const int delay_ms = std::uniform_int_distribution<int>(5, 600)(gen);
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+        REQUIRE(::kill(child, SIGKILL) == 0);
+        int status = 0;
+        REQUIRE(::waitpid(child, &status, 0) == child);
+        CHECK(WIFSIGNALED(status));
+
+        BigNet fresh(2);
+        oar::Adam<> fresh_opt(fresh.parameters());
+        const auto ts = oar::load_checkpoint(d, "k", fresh, fresh_opt);
+        INFO("round " << round << ", killed after " << delay_ms << " ms, loaded generation " << ts.epoch);
+        CHECK(ts.epoch >= last);
+        CHECK(uniform_generation(fresh, fresh_opt, static_cast<float>(ts.epoch)));
+        BigNet weights_only(3);
+        oar::load_weights(dir.file("w.safetensors"), weights_only);
+        const float w0 = weights_only.parameters().value(weights_only.parameters().entries()[0])[0];
+        CHECK(w0 >= static_cast<float>(last_weights));
+        bool uniform = true;
+        for (const auto& e : weights_only.parameters().entries())
+            for (float v : weights_only.parameters().value(e)) uniform = uniform && v == w0;
+        CHECK(uniform);
+        const std::string via = fs::exists(dir.file("k.safetensors.prev")) ? " (the pair through .prev)" : "";
+        MESSAGE("SIGKILL after " << delay_ms << " ms: checkpoint generation " << ts.epoch << via << ", weights file generation " << w0);
+        last_weights = w0;
+        if (ts.epoch > last) ++advanced;
+        last = ts.epoch;
+        next = last + 1000;  // a new range, so that generations never repeat across rounds
+        interrupted += oar::io::remove_stale_temporaries(dir.file("k.safetensors")) +
+                       oar::io::remove_stale_temporaries(dir.file("k.state.safetensors")) +
+                       oar::io::remove_stale_temporaries(dir.file("w.safetensors"));
+    }
+    MESSAGE(interrupted << " half-written temporary files left by the killed children (removed)");
+    CHECK(advanced > 0);     // the children did save between kills
+    CHECK(interrupted > 0);  // and were killed in the middle of writing
+    std::size_t temporaries = 0;
+    for (const auto& e : fs::directory_iterator(dir.path)) temporaries += contains(e.path().filename().string(), ".tmp.");
+    CHECK(temporaries == 0);
+}
+
+namespace {
+
+using ToyModel = oar::Sequential<oar::Flatten, oar::Linear<64, 32>, oar::ReLU, oar::Dropout<20>, oar::Linear<32, 4>>;
+using ToyNet = oar::Network<ToyModel, oar::Shape<1, 8, 8>>;
+
+/// 96 learnable samples: class c lights row 2c and 2c + 1 of an 8x8 image over deterministic noise.
+oar::data::InMemoryDataset toy_dataset() {
+    std::vector<float> images;
+    std::vector<std::int64_t> labels;
+    oar::CounterRng rng{11};
+    for (std::size_t i = 0; i < 96; ++i) {
+        const std::size_t c = (i * 5) % 4;
+        for (std::size_t p = 0; p < 64; ++p)
+            images.push_back((p / 8 == 2 * c || p / 8 == 2 * c + 1 ? 1.0f : 0.0f) + 0.3f * rng.uniform(2, i * 64 + p));
+        labels.push_back(static_cast<std::int64_t>(c));
+    }
+    return oar::data::InMemoryDataset(std::move(images), std::move(labels), oar::make_dims(1, 8, 8));
+}
+
+/// Everything one training run owns, built fresh from the same configuration.
+struct ToyRun {
+    const oar::data::InMemoryDataset& data;
+    ToyNet net{42};
+    oar::Adam<> opt{net.parameters(), {.learning_rate = 0.01f, .weight_decay = oar::L2Decay(1e-3f)}};
+    oar::data::DataLoader<oar::data::InMemoryDataset> loader{data, {.batch_size = 10, .shuffle = true, .seed = 5}};
+    std::uint64_t global_step = 0;
+    explicit ToyRun(const oar::data::InMemoryDataset& d) : data(d) {}
+
+    /// The course's manual loop: forward, loss, backward, step, clear_grad, for epochs [from, to).
+    void train(std::uint64_t from, std::uint64_t to) {
+        oar::CrossEntropyLoss loss;
+        net.train();
+        for (std::uint64_t e = from; e < to; ++e) {
+            REQUIRE(loader.current_epoch() == e);
+            for (auto&& b : loader()) {
+                (void)loss(net.forward(b.images.view()), b.labels);
+                net.backward(loss.backward());
+                opt.step();
+                opt.clear_grad();
+                ++global_step;
+            }
+        }
+    }
+    std::vector<std::vector<float>> optimizer_state() {
+        std::vector<std::vector<float>> out;
+        for (auto& [name, buf] : opt.state()) out.emplace_back(buf.begin(), buf.end());
+        return out;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("training 2 epochs, saving, loading into fresh objects and training 2 more equals 4 epochs bitwise") {
+    TempDir dir;
+    const auto data = toy_dataset();
+    ToyRun straight(data);
+    straight.train(0, 4);
+
+    {
+        ToyRun first(data);
+        first.train(0, 2);
+        oar::TrainingState ts;
+        ts.epoch = 2;
+        ts.global_step = first.global_step;
+        ts.sampler_epoch = first.loader.current_epoch();
+        ts.rng_seed = 5;
+        oar::save_checkpoint(dir.path.string(), "epoch_2", first.net, first.opt, ts);
+        REQUIRE(params_of(first.net) != params_of(straight.net));
+    }
+    ToyRun resumed(data);
+    const auto ts = oar::load_checkpoint(dir.path.string(), "epoch_2", resumed.net, resumed.opt);
+    CHECK(ts.network_seed == resumed.net.seed());
+    resumed.loader.set_epoch(ts.sampler_epoch);
+    resumed.global_step = ts.global_step;
+    resumed.train(ts.epoch, 4);
+
+    CHECK(resumed.global_step == straight.global_step);
+    CHECK(resumed.net.step() == straight.net.step());
+    CHECK(resumed.opt.step_count() == straight.opt.step_count());
+    CHECK(params_of(resumed.net) == params_of(straight.net));
+    CHECK(resumed.optimizer_state() == straight.optimizer_state());
+
+    // The dropout step is part of what must be restored: without it the run diverges.
+    ToyRun forgetful(data);
+    (void)oar::load_checkpoint(dir.path.string(), "epoch_2", forgetful.net, forgetful.opt);
+    forgetful.net.set_step(0);
+    forgetful.loader.set_epoch(ts.sampler_epoch);
+    forgetful.train(ts.epoch, 4);
+    CHECK(params_of(forgetful.net) != params_of(straight.net));
 }
