@@ -227,6 +227,20 @@ TEST_CASE("results are bitwise identical with and without an observer") {
     CHECK(rec.records.size() == 4 * CNN::num_layers);
 }
 
+TEST_CASE("a tensor passed after dy is the input gradient, never taken for an observer") {
+    static_assert(!LayerObserver<Tensor&, float>);
+    static_assert(!LayerObserver<MutableTensorView, float>);
+    static_assert(LayerObserver<Recorder&, float>);
+    static_assert(LayerObserver<no_observer, float>);
+    CNN net(7);
+    net.forward(random_tensor(2, make_dims(1, 28, 28), 22));
+    Tensor dx(2, make_dims(1, 28, 28));
+    net.backward(random_tensor(2, make_dims(10), 23), dx);
+    CHECK_FALSE(std::all_of(dx.span().begin(), dx.span().end(), [](float v) { return v == 0.0f; }));
+    Tensor wrong(2, make_dims(1, 28, 27));
+    CHECK_THROWS_AS(net.backward(random_tensor(2, make_dims(10), 23), wrong), shape_error);
+}
+
 TEST_CASE("an observer with only on_forward is not called in backward") {
     CNN net(6);
     ForwardOnly f;
