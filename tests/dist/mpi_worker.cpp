@@ -1,7 +1,8 @@
 // The program that tests/dist/mpi_driver.cpp starts under a real `mpirun -np 2`: one mode per
 // check. Each mode prints what it found (rank 0 only, unless a rank fails) and exits non-zero when
 // a check fails, so that the driver's assertions read the job's exit status and output.
-#include <algorithm>  // std::copy: reversed batches
+#include <algorithm>  // std::copy: reversed batches; std::sort: medians
+#include <chrono>     // std::chrono::steady_clock: the bench mode
 #include <csignal>    // std::raise, SIGKILL: the fault mode
 #include <cmath>      // std::fabs
 #include <cstdio>     // std::printf
@@ -279,6 +280,63 @@ int mismatch(oar::dist::ParallelContext& ctx) {
 
 }  // namespace
 
+/// Timings for the cost model in docs/DISTRIBUTED.md (benchmarks/bench_dist.sh runs it): the
+/// allreduce of n floats (median of 50) for n from 1 to 1M, and for the course's CNN at batch
+/// 50 per rank: forward + backward alone, and a data-parallel step blocking and overlapped.
+int bench(oar::dist::ParallelContext& ctx) {
+    using Clock = std::chrono::steady_clock;
+    auto& comm = ctx.comm();
+    auto median_us = [&](auto&& f, int reps) {
+        std::vector<double> t;
+        for (int i = 0; i < reps; ++i) {
+            comm.barrier();
+            const auto t0 = Clock::now();
+            f();
+            t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        }
+        std::sort(t.begin(), t.end());
+        std::vector<double> mid{t[t.size() / 2]};
+        comm.allreduce_average(std::span<double>(mid));  // the ranks' medians, averaged
+        return mid[0];
+    };
+    for (std::size_t n : {1u, 16u, 256u, 4096u, 20350u, 65536u, 1u << 20}) {
+        std::vector<float> x(n, 1.0f);
+        const double us = median_us([&] { comm.allreduce_sum(std::span<float>(x)); }, 50);
+        if (ctx.is_writer())
+            std::printf("allreduce %8zu floats (%9zu bytes): %9.1f us  (%.1f MB/s)\n", n, 4 * n, us,
+                        4.0 * static_cast<double>(n) / us);
+    }
+    using CNN = oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>, oar::Conv2D<20, 20, 5, 1, 2>,
+                                oar::ReLU, oar::MaxPool2D<2, 2>, oar::Flatten, oar::Linear<980, 10>>;
+    oar::Network<CNN, Image> net(1);
+    const oar::data::RandomDataset ds(50, oar::make_dims(1, 28, 28), 10, data_seed);
+    oar::data::DataLoader loader(ds, oar::data::DistributedBatchSampler(ds.size(), 50, 1, 0));
+    oar::data::Batch b;
+    for (auto&& x : loader.epoch(0)) b = x;
+    oar::CrossEntropyLoss<> ce;
+    const double compute = median_us([&] {
+        ce(net.forward(b.images.view()), b.labels);
+        net.backward(ce.backward());
+        net.clear_grad();
+    }, 20);
+    if (ctx.is_writer())
+        std::printf("CNN (%zu parameters), batch 50 per rank: forward + backward %.0f us\n",
+                    net.parameters().count(), compute);
+    for (bool overlap : {false, true})
+        for (std::size_t bucket : {std::size_t{25} << 20, std::size_t{16384}, std::size_t{4096}}) {
+            oar::dist::DataParallel dp(net, comm, {.bucket_bytes = bucket, .overlap = overlap});
+            const double us = median_us([&] {
+                ce(dp.forward(b.images.view()), b.labels);
+                dp.backward(ce.backward());
+                net.clear_grad();
+            }, 20);
+            if (ctx.is_writer())
+                std::printf("data-parallel step, %s, %zu buckets of <= %zu bytes: %.0f us (+%.0f us over compute)\n",
+                            overlap ? "overlapped" : "blocking  ", dp.num_buckets(), bucket, us, us - compute);
+        }
+    return 0;
+}
+
 int main(int argc, char** argv) {
     try {
         oar::dist::ParallelContext ctx = oar::dist::init_parallel_env(&argc, &argv);
@@ -297,7 +355,8 @@ int main(int argc, char** argv) {
         else if (mode == "sampler") rc = sampler(ctx);
         else if (mode == "fault") rc = fault(ctx);
         else if (mode == "mismatch") rc = mismatch(ctx);
-        else std::printf("usage: mpi_worker equivalence|sampler|fault|mismatch\n");
+        else if (mode == "bench") rc = bench(ctx);
+        else std::printf("usage: mpi_worker equivalence|sampler|fault|mismatch|bench\n");
         std::fflush(stdout);
         return rc;
     } catch (const std::exception& e) {
