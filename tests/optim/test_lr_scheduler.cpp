@@ -17,6 +17,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -28,6 +29,7 @@ static_assert(LRSchedule<CosineAnnealingDecay>);
 static_assert(LRSchedule<LinearWarmup<>>);
 static_assert(LRSchedule<LinearWarmup<CosineAnnealingDecay>>);
 static_assert(!LRSchedule<ReduceOnPlateau>);  // stepped with a metric
+static_assert(std::is_same_v<decltype(LinearWarmup(1, 5, 0.0, 0.1)), LinearWarmup<double>>);  // Paddle takes ints too
 
 /// One cross-check: our rates (epoch 0, then after each step) and the JSON case for lr_reference.py.
 struct Case {

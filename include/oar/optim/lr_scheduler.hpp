@@ -320,6 +320,11 @@ private:
     double end_lr_;
 };
 
+/// A plain number (an int too, as Paddle accepts) makes a LinearWarmup<double>.
+template <class N>
+    requires std::is_arithmetic_v<N>
+LinearWarmup(N, std::int64_t, double, double) -> LinearWarmup<double>;
+
 /// Arguments of ReduceOnPlateau, with Paddle's defaults; mode and threshold_mode are Paddle's
 /// strings ("min"/"max", "rel"/"abs"; case does not matter).
 struct ReduceOnPlateauOptions {
