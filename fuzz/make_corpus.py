@@ -6,6 +6,7 @@ under 100 KB. Run it again after changing a harness's input layout:  python3 fuz
 """
 import gzip
 import io
+import json
 import os
 import shutil
 import struct
@@ -139,6 +140,92 @@ def gzip_corpus() -> None:
     write("fuzz_gzip", "magic_only", b"\x00\x1f\x8b")
 
 
+# ---- safetensors / checkpoints -----------------------------------------------------------------
+# Byte-for-byte what oar's writer produces (io/safetensors.hpp): compact JSON, "__metadata__" first
+# with sorted keys, tensors in the order given, the header padded with spaces to a multiple of 8.
+
+def st_file(tensors, metadata=None) -> bytes:
+    """tensors: [(name, dtype, shape, data bytes)]"""
+    parts = []
+    if metadata:
+        parts.append('"__metadata__":{' + ",".join(json.dumps(k) + ":" + json.dumps(v) for k, v in sorted(metadata.items())) + "}")
+    off = 0
+    for name, dtype, shape, data in tensors:
+        parts.append(json.dumps(name) + ':{"dtype":"%s","shape":[%s],"data_offsets":[%d,%d]}'
+                     % (dtype, ", ".join(str(d) for d in shape), off, off + len(data)))
+        off += len(data)
+    header = ("{" + ",".join(parts) + "}").encode()
+    header += b" " * (-len(header) % 8)
+    return struct.pack("<Q", len(header)) + header + b"".join(t[3] for t in tensors)
+
+
+def f32(values) -> bytes:
+    return struct.pack("<%df" % len(values), *values)
+
+
+def fnv1a64(data: bytes) -> int:
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+# fuzz_safetensors' network: Flatten, Linear<4,3>, ReLU, Linear<3,2> -> keys 1.*, 3.* (paddle dims).
+ST_PARAMS = [("1.weight", [4, 3]), ("1.bias", [3]), ("3.weight", [3, 2]), ("3.bias", [2])]
+
+
+def st_weights(layout: str, mark: str = "") -> bytes:
+    """The network's weights (element j of each tensor 0.25 * j) in `layout`, labelled `mark`."""
+    tensors = []
+    for name, shape in ST_PARAMS:
+        n = 1
+        for d in shape:
+            n *= d
+        v = [0.25 * j for j in range(n)]
+        if layout == "torch" and name.endswith("weight"):
+            rows, cols = shape
+            v = [v[r * cols + c] for c in range(cols) for r in range(rows)]
+            shape = [cols, rows]
+        tensors.append((name, "F32", shape, f32(v)))
+    return st_file(tensors, {"format": "pt", "oar.layout": mark or layout, "oar.version": "1"})
+
+
+def safetensors_corpus() -> None:
+    t = "fuzz_safetensors"
+    mixed = st_file([("a", "F32", [2, 2], f32([1, 2, 3, 4])), ("b", "F64", [1], struct.pack("<d", 0.5)),
+                     ("c", "I64", [2], struct.pack("<2q", -1, 7)), ("d", "I32", [], struct.pack("<i", 3)),
+                     ("e", "U8", [3], b"\x01\x02\x03"), ("empty", "F32", [0, 4], b"")],
+                    {"format": "pt", "note": "caf\u00e9 \"q\" \\ \n"})
+    write(t, "parse_mixed", b"\x00" + mixed)
+    write(t, "parse_escapes", b"\x00" + st_file([("\u00e9\\u0041/\"x", "U8", [1], b"\x00")]))
+    write(t, "parse_overlap", b"\x00" + mixed.replace(b'"data_offsets":[16,24]', b'"data_offsets":[12,20]'))
+    write(t, "parse_f16", b"\x00" + st_file([("h", "F16", [2], b"\x00" * 4)]))
+    write(t, "parse_huge_header", b"\x00" + struct.pack("<Q", 1 << 40) + b"{}")
+    write(t, "parse_truncated", b"\x00" + mixed[:-5])
+    write(t, "weights_paddle", b"\x01" + st_weights("paddle"))
+    write(t, "weights_torch", b"\x01" + st_weights("torch"))
+    unmarked = st_weights("torch").replace(b'"oar.layout":"torch",', b'"oar_layout":"torch",')
+    write(t, "weights_unmarked_torch", b"\x02" + unmarked)
+    write(t, "weights_wrong_shape", b"\x01" + st_weights("torch", mark="paddle"))
+    # The checkpoint state for the harness's fixed weights file (paddle layout, 0.25 * j values).
+    weights = st_weights("paddle")
+    tensors = []
+    for buf in ("moment1", "moment2"):
+        for name, shape in ST_PARAMS:
+            n = 1
+            for d in shape:
+                n *= d
+            tensors.append((name + "." + buf, "F32", shape, f32([0.01 * (j + 1) for j in range(n)])))
+    meta = {"oar.kind": "training_state", "oar.version": "1", "oar.weights_file": "c.safetensors",
+            "oar.weights_bytes": str(len(weights)), "oar.weights_fnv1a64": "%016x" % fnv1a64(weights),
+            "optimizer.state": "moment1,moment2", "optimizer.learning_rate": "0.001", "optimizer.step_count": "3",
+            "train.epoch": "2", "train.global_step": "30", "train.network_step": "30", "train.network_seed": "1",
+            "train.rng_seed": "5", "train.sampler_epoch": "2", "extra.lr_schedule.last_epoch": "2"}
+    write(t, "checkpoint_state", b"\x03" + st_file(tensors, meta))
+    write(t, "checkpoint_wrong_sum", b"\x03" + st_file(tensors, dict(meta, **{"oar.weights_fnv1a64": "0" * 16})))
+    write(t, "checkpoint_momentum", b"\x03" + st_file(tensors[:4], dict(meta, **{"optimizer.state": "velocity"})))
+
+
 def main() -> None:
     if os.path.isdir(CORPUS):
         shutil.rmtree(CORPUS)
@@ -146,6 +233,7 @@ def main() -> None:
     cifar_corpus()
     json_corpus()
     gzip_corpus()
+    safetensors_corpus()
     for target in sorted(os.listdir(CORPUS)):
         folder = os.path.join(CORPUS, target)
         files = os.listdir(folder)

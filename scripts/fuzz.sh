@@ -12,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seconds="${FUZZ_SECONDS:-60}"
 jobs="${FUZZ_JOBS:-2}"
-targets=(${FUZZ_TARGETS:-fuzz_idx fuzz_cifar10 fuzz_mnist_json fuzz_gzip})
+targets=(${FUZZ_TARGETS:-fuzz_idx fuzz_cifar10 fuzz_mnist_json fuzz_gzip fuzz_safetensors})
 work="${FUZZ_WORK:-build/fuzz/run}"
 bin=build/fuzz/fuzz
 
@@ -28,6 +28,7 @@ dict_of() {
   case "$1" in
     fuzz_mnist_json) echo "-dict=fuzz/json.dict" ;;
     fuzz_cifar10) echo "-dict=fuzz/tar.dict" ;;
+    fuzz_safetensors) echo "-dict=fuzz/safetensors.dict" ;;
   esac
 }
 
