@@ -103,24 +103,33 @@ void step(auto& dp) {
 std::vector<float> grads(Net& net) { return {net.parameters().grads().begin(), net.parameters().grads().end()}; }
 }  // namespace
 
-TEST_CASE("DataParallel cuts buckets from the end of the gradient buffer, each element in exactly one") {
-    Net net(5);
-    TwinComm comm;
-    comm.base = net.parameters().grads().data();
-    const std::size_t n = net.parameters().grads().size();
-    DataParallel dp(net, comm, {.bucket_bytes = 256, .overlap = false});  // 64 floats per bucket
-    CHECK(dp.num_buckets() == (n + 63) / 64);
-    step(dp);
-    REQUIRE(comm.blocking.size() == dp.num_buckets());
-    std::size_t end = n;
-    for (auto [first, size] : comm.blocking) {  // in order, from the end: the last layers' first
-        CHECK(first + size == end);
-        CHECK(size == std::min<std::size_t>(64, end));
-        end = first;
+TEST_CASE("DataParallel cuts buckets from the end of the gradient buffer at tensor starts, each element in one") {
+    for (std::size_t bytes : {std::size_t{4}, std::size_t{64}, std::size_t{256}, std::size_t{1000}, std::size_t{25} << 20}) {
+        CAPTURE(bytes);
+        Net net(5);
+        TwinComm comm;
+        comm.base = net.parameters().grads().data();
+        const std::size_t n = net.parameters().grads().size(), per = bytes / sizeof(float);
+        DataParallel dp(net, comm, {.bucket_bytes = bytes, .overlap = false});
+        step(dp);
+        REQUIRE(comm.blocking.size() == dp.num_buckets());
+        std::size_t end = n;
+        for (auto [first, size] : comm.blocking) {  // in order, from the end: the last layers' first
+            CHECK(first + size == end);
+            CHECK(size <= per);
+            CHECK(size > 0);
+            end = first;
+        }
+        CHECK(end == 0);
+        // A tensor is split only when it alone is larger than a bucket.
+        for (const auto& e : net.parameters().entries()) {
+            std::size_t holding = 0;
+            for (auto [first, size] : comm.blocking) holding += (first < e.offset + e.size && e.offset < first + size);
+            CHECK_MESSAGE((holding == 1 || e.size > per), e.key, " is in ", holding, " buckets");
+        }
+        CHECK(comm.started.empty());
+        CHECK(dp.overlapped_buckets() == 0);
     }
-    CHECK(end == 0);
-    CHECK(comm.started.empty());
-    CHECK(dp.overlapped_buckets() == 0);
 }
 
 TEST_CASE("DataParallel overlapped: buckets start during backward as layers finish, the result is the blocking one's bits") {
@@ -143,10 +152,13 @@ TEST_CASE("DataParallel overlapped: buckets start during backward as layers fini
     CHECK(ca.blocking.empty());
     CHECK(ca.waits == 1);
     CHECK(ca.pending.empty());
-    // The Linear layers' buckets start before the convolution has run backward: layer 6 ends the
-    // buffer, layer 0 (the conv, 4*9+4 = 40 values) starts it, so all buckets past the conv's
-    // block overlap it.
-    const std::size_t conv_block = a.parameters().grads().size() - (64 * 16 + 16 + 16 * 3 + 3);
+    // The Linear layers' buckets start before the convolution (layer 0) has run backward: every
+    // bucket from the first Linear tensor ("4.weight") on overlaps it.
+    std::size_t linear_start = 0;
+    for (const auto& e : a.parameters().entries())
+        if (e.key == "4.weight") linear_start = e.offset;
+    REQUIRE(linear_start > 0);
+    const std::size_t conv_block = linear_start;
     std::size_t past_conv = 0;
     for (auto [first, size] : ca.started) past_conv += first >= conv_block ? 1 : 0;
     CHECK(past_conv > 1);

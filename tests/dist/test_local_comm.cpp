@@ -86,8 +86,8 @@ TEST_CASE("DataParallel on one process: buckets of the configured bytes, gradien
     Net net(3);
     LocalComm comm;
     const std::size_t n = net.parameters().grads().size();
-    DataParallel dp(net, comm, {.bucket_bytes = 64});  // 16 floats per bucket
-    CHECK(dp.num_buckets() == (n + 15) / 16);
+    DataParallel dp(net, comm, {.bucket_bytes = 64});  // 16 floats per bucket, cut at tensor starts
+    CHECK(dp.num_buckets() >= (n + 15) / 16);  // (tests/dist/test_data_parallel.cpp checks the cuts)
     CHECK(dp.is_writer());
     CHECK(dp.world_size() == 1);
     CHECK(DataParallel(net, comm).num_buckets() == 1);  // the 25 MB default holds it all

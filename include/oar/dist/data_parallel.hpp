@@ -7,7 +7,8 @@
 // backward (PyTorch DDP's and Paddle's overlap); all are waited for before backward() returns.
 #pragma once
 
-#include <algorithm>  // std::min
+#include <algorithm>  // std::min, std::max, std::sort
+#include <functional> // std::greater
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::uint64_t
 #include <span>       // std::span
@@ -77,13 +78,7 @@ public:
         if (opts_.root < 0 || opts_.root >= comm.world_size())
             throw value_error(detail::concat("DataParallel: root ", opts_.root, " is not a rank (world size ",
                                              comm.world_size(), ")"));
-        const std::size_t per_bucket = std::max<std::size_t>(1, opts_.bucket_bytes / sizeof(value_type));
-        const std::size_t n = net.parameters().grads().size();
-        for (std::size_t end = n; end > 0;) {  // buckets_[0] ends the buffer: ready first in backward
-            const std::size_t size = std::min(per_bucket, end);
-            buckets_.push_back({end - size, size});
-            end -= size;
-        }
+        cut_buckets();
         verify_same_model();
         broadcast_parameters();
     }
@@ -149,6 +144,39 @@ private:
     struct Bucket {
         std::size_t first, size;  // in elements of the flat gradient buffer
     };
+
+    /// Buckets of at most bucket_bytes, tiling the buffer from its end (buckets_[0] holds the last
+    /// layers' gradients, ready first in backward) and cut at tensor starts, as PyTorch DDP does:
+    /// a tensor is split only when it alone exceeds a bucket, so a bucket is complete as soon as
+    /// the layers it covers are.
+    void cut_buckets() {
+        const std::size_t per = std::max<std::size_t>(1, opts_.bucket_bytes / sizeof(value_type));
+        std::vector<std::size_t> starts;  // tensor offsets, highest first
+        for (const auto& e : net_->parameters().entries()) starts.push_back(e.offset);
+        std::sort(starts.begin(), starts.end(), std::greater<>());
+        std::size_t end = net_->parameters().grads().size(), start = end;  // the open bucket: [start, end)
+        auto close = [&] {
+            if (start < end) buckets_.push_back({start, end - start});
+            end = start;
+        };
+        for (std::size_t t : starts) {
+            if (end - t <= per) {  // the tensor (and padding after it) joins the open bucket
+                start = t;
+                continue;
+            }
+            close();
+            for (; end - t > per; end -= per) buckets_.push_back({end - per, per});  // a tensor too big for one
+            start = t;
+        }
+        if (start > 0) {  // anything before the first tensor (nothing, in a Network)
+            if (end > per) {
+                close();
+                for (; end > per; end -= per) buckets_.push_back({end - per, per});
+            }
+            start = 0;
+        }
+        close();
+    }
 
     /// Network::backward's observer: after layer i, the gradients from its block's offset to the
     /// end of the buffer are final (the blocks tile the buffer, layers run last to first).
