@@ -11,11 +11,9 @@
 #include <vector>       // std::vector: the best weights
 
 #include "../core/error.hpp"  // value_error
-#include "model.hpp"          // Logs
+#include "model.hpp"          // Logs, MonitorMode
 
 namespace oar {
-
-enum class MonitorMode { auto_, min, max };
 
 struct EarlyStoppingOptions {
     std::string monitor = "eval_loss";  ///< a Logs name: "eval_loss", "eval_acc", "loss", ...
@@ -31,8 +29,7 @@ public:
     explicit EarlyStopping(EarlyStoppingOptions o = {}) : o_(std::move(o)) {
         if (o_.monitor.empty()) throw value_error("EarlyStopping: monitor is empty");
         if (!(o_.min_delta >= 0.0)) throw value_error(detail::concat("EarlyStopping: min_delta must be >= 0, got ", o_.min_delta));
-        maximize_ = o_.mode == MonitorMode::max ||
-                    (o_.mode == MonitorMode::auto_ && o_.monitor.find("acc") != std::string::npos);
+        maximize_ = monitor_maximizes(o_.monitor, o_.mode);
     }
 
     void on_train_begin(const Logs&) {

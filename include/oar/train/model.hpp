@@ -12,6 +12,7 @@
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::int64_t, std::uint64_t
 #include <functional>   // std::function: the type-erased optimizer and gradient sync
+#include <map>          // std::map: a checkpoint's extra state
 #include <memory>       // std::unique_ptr: a metric's holder
 #include <optional>     // std::optional: Logs::get
 #include <span>         // std::span: labels
@@ -31,6 +32,7 @@
 #include "../metric/accuracy.hpp"     // Accuracy: top_k_accuracy
 #include "../nn/network.hpp"          // LayerEvent: layer hooks for guards and diagnostics
 #include "../optim/optimizer.hpp"     // Optimizer concept
+#include "checkpoint.hpp"             // save_checkpoint, load_checkpoint, TrainingState
 
 namespace oar {
 
@@ -216,6 +218,13 @@ struct Logs {
     }
 };
 
+/// Whether a monitored value improves by going down (min) or up (max); auto: up for names with
+/// "acc" in them, else down (Paddle's mode='auto').
+enum class MonitorMode { auto_, min, max };
+inline bool monitor_maximizes(std::string_view monitor, MonitorMode mode) {
+    return mode == MonitorMode::max || (mode == MonitorMode::auto_ && monitor.find("acc") != std::string_view::npos);
+}
+
 /// evaluate()'s answer: the mean loss and each metric over the whole dataset.
 struct EvalResult {
     double loss = 0.0;
@@ -318,6 +327,12 @@ public:
         opt_lr_ = [&optimizer] { return optimizer.learning_rate(); };
         opt_set_lr_ = [&optimizer](float lr) { optimizer.set_learning_rate(lr); };
         optimizer_ = &optimizer;
+        save_ = [this, &optimizer](const std::string& dir, const std::string& stem, const TrainingState& st) {
+            oar::save_checkpoint(dir, stem, *net_, optimizer, st);
+        };
+        load_ = [this, &optimizer](const std::string& dir, const std::string& stem) {
+            return oar::load_checkpoint(dir, stem, *net_, optimizer);
+        };
         optimizer_type_ = &typeid(O);
         loss_ = std::move(loss);
         metrics_ = std::move(metrics);
@@ -375,6 +390,47 @@ public:
     const Progress& progress() const { return progress_; }
     void set_progress(const Progress& p) { progress_ = p; }
 
+    /// Key/value state that callbacks keep in checkpoints (an LR schedule's, "lr_schedule.*");
+    /// load_checkpoint fills it back for them to read when training begins.
+    std::map<std::string, std::string>& checkpoint_extra() { return extra_; }
+    const std::map<std::string, std::string>& checkpoint_extra() const { return extra_; }
+
+    /// Saves weights, optimizer state, progress, the shuffle seed of the last fit and
+    /// checkpoint_extra() as <dir>/<stem>.safetensors + <dir>/<stem>.state.safetensors.
+    void save_checkpoint(const std::string& dir, const std::string& stem) const {
+        check_prepared("save_checkpoint");
+        TrainingState st;
+        st.epoch = progress_.epoch;
+        st.global_step = progress_.global_step;
+        st.rng_seed = seed_;
+        st.sampler_epoch = progress_.epoch;
+        st.extra = extra_;
+        st.extra["train.step_in_epoch"] = std::to_string(progress_.step_in_epoch);
+        save_(dir, stem, st);
+    }
+    /// Loads what save_checkpoint wrote (all or nothing) into the network and the optimizer, sets
+    /// progress() and checkpoint_extra(), and returns the state (the caller checks the seeds).
+    TrainingState load_checkpoint(const std::string& dir, const std::string& stem) {
+        check_prepared("load_checkpoint");
+        TrainingState st = load_(dir, stem);
+        Progress p{st.epoch, 0, st.global_step};
+        if (auto it = st.extra.find("train.step_in_epoch"); it != st.extra.end()) {
+            std::size_t pos = 0;
+            try {
+                p.step_in_epoch = std::stoull(it->second, &pos);
+            } catch (const std::exception&) {
+                pos = 0;
+            }
+            if (pos == 0 || pos != it->second.size())
+                throw format_error(detail::concat(checkpoint_state_path(dir, stem), ": train.step_in_epoch is '",
+                                                  it->second, "', not a number"));
+            st.extra.erase(it);
+        }
+        progress_ = p;
+        extra_ = st.extra;
+        return st;
+    }
+
     /// One training step on a batch: forward, loss, backward, gradient sync, step, clear_grad.
     /// Returns the loss; updates the running metrics.
     float train_batch(TensorView images, std::span<const std::int64_t> labels) {
@@ -413,6 +469,7 @@ public:
                       "oar: each of fit's callbacks needs at least one hook: on_train_begin, on_epoch_begin, "
                       "on_train_batch_end, on_epoch_end, on_eval_end or on_train_end, taking (model, logs) or (logs)");
         check_prepared("fit");
+        seed_ = opts.seed;
         if (opts.eval_freq == 0) throw value_error("Model::fit: eval_freq must be at least 1");
         struct HookScope {  // hooks added during fit end with it, also when it throws
             std::vector<Hook>* hooks;
@@ -582,6 +639,10 @@ private:
     std::function<void(float)> opt_set_lr_;
     std::function<void()> sync_;
     std::vector<Hook> hooks_;
+    std::function<void(const std::string&, const std::string&, const TrainingState&)> save_;
+    std::function<TrainingState(const std::string&, const std::string&)> load_;
+    std::map<std::string, std::string> extra_;
+    std::uint64_t seed_ = 0;
     Progress progress_{};
     bool prepared_ = false;
     bool stop_ = false;

@@ -1,0 +1,85 @@
+// LRScheduler callback: the optimizer's rate in every step follows the schedule per epoch or per
+// step (compared with the schedule stepped by hand), ReduceOnPlateau follows the monitored value,
+// and the schedule's state is kept in the model's checkpoint_extra().
+#include <doctest/doctest.h>
+
+#include <oar/train/lr_scheduler.hpp>
+
+#include <vector>
+
+#include <oar/oar.hpp>  // SGD
+
+#include "support/toy_model.hpp"  // oar_test::toy_set, ToyNet
+
+namespace {
+
+/// The optimizer's rate seen after each step, and at each epoch's end.
+struct Rates {
+    std::vector<double> step, epoch, eval_loss;
+    void on_train_batch_end(const oar::Logs& l) { step.push_back(l.lr); }
+    void on_epoch_end(const oar::Logs& l) {
+        epoch.push_back(l.lr);
+        eval_loss.push_back(l.eval_loss);
+    }
+};
+
+struct Setup {
+    oar_test::ToyNet net{3};
+    oar::SGD<> opt{net.parameters(), {.learning_rate = 0.1f}};
+    oar::Model<oar_test::ToyNet> model{net};
+    Setup() { model.prepare(opt); }
+};
+
+const auto train = oar_test::toy_set(50), valid = oar_test::toy_set(10, 2);  // 5 steps an epoch
+
+}  // namespace
+
+TEST_CASE("per epoch, StepDecay's rate holds through each epoch and changes at its end") {
+    Setup s;
+    oar::StepDecay sched(0.1, 2, 0.5), by_hand(0.1, 2, 0.5);
+    oar::LRScheduler cb(sched);
+    Rates r;
+    s.model.fit(train, {.epochs = 5, .batch_size = 10}, cb, r);
+    REQUIRE(r.step.size() == 25);
+    for (std::size_t e = 0; e < 5; ++e) {
+        for (std::size_t k = 0; k < 5; ++k) CHECK(r.step[e * 5 + k] == static_cast<double>(static_cast<float>(by_hand.last_lr())));
+        CHECK(r.epoch[e] == static_cast<double>(static_cast<float>(by_hand.last_lr())));  // the epoch's rate
+        by_hand.step();
+    }
+    CHECK(s.model.checkpoint_extra().at("lr_schedule.scheduler") == "StepDecay");
+    CHECK(s.model.checkpoint_extra().at("lr_schedule.last_epoch") == "5");
+}
+
+TEST_CASE("per step, a warm-up then cosine schedule moves at every step") {
+    Setup s;
+    using Sched = oar::LinearWarmup<oar::CosineAnnealingDecay>;
+    Sched sched(oar::CosineAnnealingDecay(0.1, 20), 5, 0.0, 0.1), by_hand(oar::CosineAnnealingDecay(0.1, 20), 5, 0.0, 0.1);
+    oar::LRScheduler cb(sched, oar::LRStepMode::per_step);
+    Rates r;
+    s.model.fit(train, {.epochs = 3, .batch_size = 10}, cb, r);
+    REQUIRE(r.step.size() == 15);
+    for (std::size_t i = 0; i < 15; ++i) {
+        CHECK(r.step[i] == static_cast<double>(static_cast<float>(by_hand.last_lr())));  // the rate step i used
+        by_hand.step();
+    }
+    CHECK(r.step[2] > r.step[0]);   // warming up
+    CHECK(r.step[14] < r.step[6]);  // annealing
+}
+
+TEST_CASE("ReduceOnPlateau steps with the validation loss at each epoch's end; per step it is refused") {
+    Setup s;
+    // "improving" means 30% below the best: the toy loss falls slower than that, so it plateaus
+    const oar::ReduceOnPlateauOptions o{.factor = 0.5, .patience = 0, .threshold = 0.3};
+    oar::ReduceOnPlateau sched(0.1, o);
+    oar::LRScheduler cb(sched);
+    Rates r;
+    s.model.fit(train, &valid, {.epochs = 6, .batch_size = 10}, cb, r);
+    oar::ReduceOnPlateau by_hand(0.1, o);
+    for (std::size_t e = 0; e < 6; ++e) {
+        CHECK(r.epoch[e] == static_cast<double>(static_cast<float>(by_hand.last_lr())));  // the epoch's rate
+        by_hand.step(r.eval_loss[e]);
+    }
+    CHECK(by_hand.last_lr() < 0.1);  // it did reduce
+    CHECK(s.opt.learning_rate() == static_cast<float>(by_hand.last_lr()));
+    CHECK_THROWS_AS(oar::LRScheduler(sched, oar::LRStepMode::per_step), oar::value_error);
+}
