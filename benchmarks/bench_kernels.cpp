@@ -1,17 +1,97 @@
-// Kernel and training-step benchmarks on the CPU backend: GEMM at square sizes and at the shapes
-// the course's models use, every layer of the course's CNN forward and backward, and whole
-// training steps of the CNN and the MLP. Each reports GFLOP/s (a multiply-add counts 2) or images/s.
-//   build/release/benchmarks/bench_kernels [--benchmark_filter=gemm]
+// Kernel and training-step benchmarks on the CPU backend: a peak probe (FMA throughput), GEMM at
+// square sizes and at the shapes the course's models use (OpenBLAS sgemm side by side when the
+// build found it), every conv/pool/activation layer of the course's CNN forward and backward,
+// fused softmax-cross-entropy, the Adam step, and whole training steps of the CNN and the MLP.
+// Each reports GFLOP/s (a multiply-add counts 2) or GB/s, and `of_peak`, the fraction of the peak
+// the probe measured in the same run (all threads of the pool; OAR_NUM_THREADS sets them, and
+// OpenBLAS gets the same count). Times and rates are wall-clock (UseRealTime): the pool's threads
+// work while the main thread waits.
+//   scripts/bench.sh  (or build/release/benchmarks/bench_kernels [--benchmark_filter=gemm])
 #include <benchmark/benchmark.h>  // the harness
 
 #include <oar/oar.hpp>  // the library
+#include <oar/core/simd.hpp>         // xsimd::batch, fma: the peak probe
+#include <oar/core/thread_pool.hpp>  // default_pool: the probe runs on every thread
 
+#include <time.h>   // clock_gettime(CLOCK_THREAD_CPUTIME_ID): the probe's clock (POSIX)
+#include <algorithm>  // std::max
 #include <cstdint>  // std::int64_t
+#include <string>   // std::string: registered benchmark names
 #include <vector>   // std::vector
+
+#if OAR_BENCH_OPENBLAS
+extern "C" {  // OpenBLAS's CBLAS entry points (declared here: Debian's cblas.h is an alternative)
+void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha, const float* a, int lda,
+                 const float* b, int ldb, float beta, float* c, int ldc);
+void openblas_set_num_threads(int n);
+}
+#endif
 
 namespace {
 
 using namespace oar;
+
+/// FMA throughput of one thread: 12 independent accumulator chains of SIMD FMAs.
+double fma_probe_thread(std::size_t iters, float seed) {
+    using V = xsimd::batch<float>;
+    V acc[12];
+    for (int i = 0; i < 12; ++i) acc[i] = V(seed + float(i));
+    const V m(0.999999f), a(1e-7f);
+    for (std::size_t it = 0; it < iters; ++it)
+        for (auto& x : acc) x = xsimd::fma(x, m, a);
+    V s(0.0f);
+    for (auto& x : acc) s += x;
+    return double(xsimd::hadd(s));
+}
+
+/// CPU seconds the calling thread has run (the probe's clock: other processes on the machine do not
+/// lower the peak, only the benchmarks' wall-clock rates).
+double thread_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+/// FLOP/s of the FMA loop on every thread of the pool at once (the sum of each thread's rate over its
+/// own CPU time, best of 3): the peak that `of_peak` refers to.
+double measure_peak() {
+    constexpr std::size_t iters = 4'000'000;
+    const double flops_per_thread = double(iters) * 12.0 * 2.0 * double(xsimd::batch<float>::size);
+    auto& pool = default_pool();
+    std::vector<double> sink(pool.size()), rate(pool.size());
+    double best = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+        pool.parallel_for(pool.size(), [&](std::size_t t) {
+            const double t0 = thread_cpu_seconds();
+            sink[t] = fma_probe_thread(iters, float(t));
+            rate[t] = flops_per_thread / (thread_cpu_seconds() - t0);
+        });
+        double sum = 0;
+        for (double r : rate) sum += r;
+        best = std::max(best, sum);
+    }
+    benchmark::DoNotOptimize(sink.data());
+    return best;
+}
+
+double peak_flops() {
+    static const double peak = measure_peak();
+    return peak;
+}
+
+/// Adds GFLOP/s and of_peak counters for `flops` per iteration.
+void flop_counters(benchmark::State& state, double flops) {
+    const double total = flops * double(state.iterations());
+    state.counters["GFLOP/s"] = benchmark::Counter(total, benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+    state.counters["of_peak"] = benchmark::Counter(total / peak_flops(), benchmark::Counter::kIsRate);
+}
+
+void peak_fma(benchmark::State& state) {
+    for (auto _ : state) benchmark::DoNotOptimize(peak_flops());
+    state.counters["peak_GFLOP/s"] = peak_flops() / 1e9;
+    state.counters["threads"] = double(default_pool().size());
+}
+BENCHMARK(peak_fma)->Iterations(1);
 
 void fill(float* p, std::size_t n, std::uint64_t seed) {
     const CounterRng rng{seed};
@@ -29,21 +109,56 @@ void gemm_bench(benchmark::State& state, Trans ta, Trans tb) {
         benchmark::DoNotOptimize(c.data());
         benchmark::ClobberMemory();
     }
-    state.counters["GFLOP/s"] =
-        benchmark::Counter(2.0 * double(M) * double(N) * double(K) * double(state.iterations()),
-                           benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+    flop_counters(state, 2.0 * double(M) * double(N) * double(K));
 }
+
+#if OAR_BENCH_OPENBLAS
+void openblas_bench(benchmark::State& state, Trans ta, Trans tb) {
+    const auto M = static_cast<int>(state.range(0)), N = static_cast<int>(state.range(1)),
+               K = static_cast<int>(state.range(2));
+    std::vector<float> a(std::size_t(M) * K), b(std::size_t(K) * N), c(std::size_t(M) * N);
+    fill(a.data(), a.size(), 1);
+    fill(b.data(), b.size(), 2);
+    openblas_set_num_threads(static_cast<int>(default_pool().size()));
+    constexpr int row_major = 101, no_trans = 111, trans = 112;
+    for (auto _ : state) {
+        cblas_sgemm(row_major, ta == Trans::no ? no_trans : trans, tb == Trans::no ? no_trans : trans, M, N, K, 1.0f,
+                    a.data(), ta == Trans::no ? K : M, b.data(), tb == Trans::no ? N : K, 0.0f, c.data(), N);
+        benchmark::DoNotOptimize(c.data());
+        benchmark::ClobberMemory();
+    }
+    flop_counters(state, 2.0 * double(M) * double(N) * double(K));
+}
+void openblas_nn(benchmark::State& s) { openblas_bench(s, Trans::no, Trans::no); }
+void openblas_nt(benchmark::State& s) { openblas_bench(s, Trans::no, Trans::yes); }
+void openblas_tn(benchmark::State& s) { openblas_bench(s, Trans::yes, Trans::no); }
+#endif
 
 void gemm_nn(benchmark::State& s) { gemm_bench(s, Trans::no, Trans::no); }
 void gemm_nt(benchmark::State& s) { gemm_bench(s, Trans::no, Trans::yes); }
 void gemm_tn(benchmark::State& s) { gemm_bench(s, Trans::yes, Trans::no); }
 
-// Square sizes, then (M, N, K) of the course models: conv2 forward per sample, Linear 784x512
-// forward at batch 100, conv2 weight gradient, conv2 input gradient.
-BENCHMARK(gemm_nn)->Args({256, 256, 256})->Args({512, 512, 512})->Args({1024, 1024, 1024})->Args({20, 196, 500})
-    ->Args({100, 512, 784})->Unit(benchmark::kMicrosecond);
-BENCHMARK(gemm_nt)->Args({512, 512, 512})->Args({20, 500, 196})->Args({100, 784, 512})->Unit(benchmark::kMicrosecond);
-BENCHMARK(gemm_tn)->Args({512, 512, 512})->Args({500, 196, 20})->Args({784, 512, 100})->Unit(benchmark::kMicrosecond);
+// Square sizes, then (M, N, K) of the course models: conv2 forward per sample (20 x 196 x 500), its
+// weight gradient (dy row^T: 20 x 500 x 196) and input gradient by the flipped weights (20 x 196 x
+// 500 again), conv1 forward (20 x 784 x 25), the MLP's Linear 784->512 forward at batch 100, its
+// weight gradient (x^T dy) and input gradient (dy W^T).
+template <class F>
+void register_gemm_shapes(const char* name, F nn, F nt, F tn) {
+    const std::string n(name);
+    auto* a = benchmark::RegisterBenchmark((n + "_nn").c_str(), nn);
+    for (std::int64_t s : {256, 512, 1024, 2048}) a->Args({s, s, s});
+    a->Args({20, 196, 500})->Args({20, 500, 196})->Args({20, 784, 25})->Args({100, 512, 784});
+    a->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark((n + "_nt").c_str(), nt)->Args({512, 512, 512})->Args({100, 784, 512})->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark((n + "_tn").c_str(), tn)->Args({512, 512, 512})->Args({784, 512, 100})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+const bool gemm_registered = [] {
+    register_gemm_shapes("gemm", gemm_nn, gemm_nt, gemm_tn);
+#if OAR_BENCH_OPENBLAS
+    register_gemm_shapes("openblas", openblas_nn, openblas_nt, openblas_tn);
+#endif
+    return true;
+}();
 
 /// One layer bound alone, batch 100: forward, or forward + backward (with input gradient).
 template <class L, class In, bool Backward>
@@ -60,18 +175,58 @@ void layer_bench(benchmark::State& state) {
         if constexpr (Backward) net.backward(dy, dx);
         benchmark::ClobberMemory();
     }
-    const double flops = double(Single::info::total_flops) * 100.0 * (Backward ? 3.0 : 1.0);
-    state.counters["GFLOP/s"] = benchmark::Counter(flops * double(state.iterations()), benchmark::Counter::kIsRate,
-                                                   benchmark::Counter::kIs1000);
+    flop_counters(state, double(Single::info::total_flops) * 100.0 * (Backward ? 3.0 : 1.0));
+    // Bytes of the activations read and written (x, y; with backward also dy, dx): for the
+    // memory-bound layers.
+    const double bytes = 4.0 * 100.0 * double(In::dims.size() + Single::info::dims[1].size()) * (Backward ? 2.5 : 1.0);
+    state.counters["GB/s"] = benchmark::Counter(bytes * double(state.iterations()), benchmark::Counter::kIsRate,
+                                                benchmark::Counter::kIs1000);
 }
 
-BENCHMARK(layer_bench<Conv2D<1, 20, 5, 1, 2>, Shape<1, 28, 28>, false>)->Name("conv1_forward")->Unit(benchmark::kMillisecond);
-BENCHMARK(layer_bench<Conv2D<1, 20, 5, 1, 2>, Shape<1, 28, 28>, true>)->Name("conv1_fwd_bwd")->Unit(benchmark::kMillisecond);
-BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, false>)->Name("conv2_forward")->Unit(benchmark::kMillisecond);
-BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, true>)->Name("conv2_fwd_bwd")->Unit(benchmark::kMillisecond);
-BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, true>)->Name("pool1_fwd_bwd")->Unit(benchmark::kMillisecond);
-BENCHMARK(layer_bench<ReLU, Shape<20, 28, 28>, true>)->Name("relu1_fwd_bwd")->Unit(benchmark::kMillisecond);
-BENCHMARK(layer_bench<Linear<980, 10>, Shape<980>, true>)->Name("fc_fwd_bwd")->Unit(benchmark::kMillisecond);
+BENCHMARK(layer_bench<Conv2D<1, 20, 5, 1, 2>, Shape<1, 28, 28>, false>)->Name("conv1_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<Conv2D<1, 20, 5, 1, 2>, Shape<1, 28, 28>, true>)->Name("conv1_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, false>)->Name("conv2_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, true>)->Name("conv2_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, false>)->Name("pool1_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, true>)->Name("pool1_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 14, 14>, false>)->Name("pool2_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 14, 14>, true>)->Name("pool2_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<ReLU, Shape<20, 28, 28>, true>)->Name("relu1_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<ReLU, Shape<20, 14, 14>, true>)->Name("relu2_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<Linear<980, 10>, Shape<980>, true>)->Name("fc_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// Fused softmax-cross-entropy (loss and d/d logits) on (batch, classes) logits.
+void softmax_xent(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0)), k = static_cast<std::size_t>(state.range(1));
+    Tensor logits(n, make_dims(k));
+    fill(logits.data(), logits.size(), 6);
+    std::vector<std::int64_t> y(n);
+    for (std::size_t i = 0; i < n; ++i) y[i] = static_cast<std::int64_t>(i % k);
+    CrossEntropyLoss<> ce;
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(ce(logits, y));
+        benchmark::ClobberMemory();
+    }
+    // logits read, gradient written
+    state.counters["GB/s"] = benchmark::Counter(8.0 * double(n * k) * double(state.iterations()),
+                                                benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(softmax_xent)->Args({100, 10})->Args({1000, 10})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+/// One Adam step (with L2Decay) over the parameters of a model: p, g, m, v read, p, m, v written.
+template <class Seq>
+void adam_step(benchmark::State& state) {
+    Network<Seq, Shape<1, 28, 28>> net(1);
+    auto& ps = net.parameters();
+    fill(ps.grads().data(), ps.grads().size(), 7);
+    Adam opt(ps, {.learning_rate = 1e-3f, .weight_decay = L2Decay(1e-5f)});
+    for (auto _ : state) {
+        opt.step();
+        benchmark::ClobberMemory();
+    }
+    state.counters["GB/s"] = benchmark::Counter(4.0 * 7.0 * double(ps.values().size()) * double(state.iterations()),
+                                                benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
 
 /// A whole training step (forward, cross-entropy, backward, Adam with L2Decay) at batch 100.
 template <class Seq>
@@ -90,14 +245,33 @@ void train_step(benchmark::State& state) {
         opt.step();
         opt.clear_grad();
     }
+    flop_counters(state, 3.0 * double(Network<Seq, Shape<1, 28, 28>>::info::total_flops) * 100.0);
     state.counters["img/s"] = benchmark::Counter(100.0 * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 using CNN = Sequential<Conv2D<1, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>, Conv2D<20, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>,
                        Flatten, Linear<980, 10>>;
 using MLP = Sequential<Flatten, Linear<784, 512>, ReLU, Dropout<20>, Linear<512, 10>>;
-BENCHMARK(train_step<CNN>)->Name("train_step_cnn_b100")->Unit(benchmark::kMillisecond);
-BENCHMARK(train_step<MLP>)->Name("train_step_mlp_b100")->Unit(benchmark::kMillisecond);
+BENCHMARK(adam_step<CNN>)->Name("adam_step_cnn")->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(adam_step<MLP>)->Name("adam_step_mlp")->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(train_step<CNN>)->Name("train_step_cnn_b100")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(train_step<MLP>)->Name("train_step_mlp_b100")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// Inference (eval mode, forward only) at batch 100.
+template <class Seq>
+void infer_step(benchmark::State& state) {
+    Network<Seq, Shape<1, 28, 28>> net(1);
+    net.eval();
+    Tensor x(100, make_dims(1, 28, 28));
+    fill(x.data(), x.size(), 5);
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(net.forward(x).data());
+        benchmark::ClobberMemory();
+    }
+    state.counters["img/s"] = benchmark::Counter(100.0 * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(infer_step<CNN>)->Name("infer_cnn_b100")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(infer_step<MLP>)->Name("infer_mlp_b100")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

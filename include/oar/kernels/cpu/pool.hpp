@@ -5,6 +5,8 @@
 #include <cstddef>  // std::size_t
 #include <limits>   // std::numeric_limits
 
+#include "../../core/simd.hpp"  // xsimd::batch, select, swizzle: the 2x2 window
+
 #include "../../config.hpp"  // OAR_RESTRICT
 #include "../dispatch.hpp"   // kernel, op::*
 #include "conv.hpp"          // ConvGeometry
@@ -30,27 +32,60 @@ std::size_t window_argmax(const ConvGeometry& g, const T* plane, std::size_t oy,
 }
 
 /// The first maximum of (a, b, c, d) in that order, NaN winning (as window_argmax); returns 0..3.
+/// Branch-free (selects, not jumps: random data would mispredict half the comparisons).
 template <class T>
 OAR_ALWAYS_INLINE unsigned argmax4(T a, T b, T c, T d) {
     unsigned best = 0;
     T bv = a;
-    if (b > bv || (b != b && bv == bv)) bv = b, best = 1;
-    if (c > bv || (c != c && bv == bv)) bv = c, best = 2;
-    if (d > bv || (d != d && bv == bv)) best = 3;
-    return best;
+    bool take = (b > bv) | ((b != b) & (bv == bv));
+    bv = take ? b : bv;
+    best = take ? 1u : best;
+    take = (c > bv) | ((c != c) & (bv == bv));
+    bv = take ? c : bv;
+    best = take ? 2u : best;
+    take = (d > bv) | ((d != d) & (bv == bv));
+    return take ? 3u : best;
 }
 
-/// The course's 2x2, stride-2 window: calls f(plane, oy, ox, in_row0, argmax index 0..3) per output.
+/// Lane i of a swizzle reads lane i ^ 1: swaps the two values of each horizontal pair.
+struct pair_swap {
+    static constexpr unsigned get(unsigned i, unsigned) { return i ^ 1u; }
+};
+
+/// The course's 2x2, stride-2 window: calls f(plane, oy, ox, argmax index 0..3 in window order)
+/// per output. Whole SIMD vectors of a row pair at a time: in the even lanes, the window's first
+/// maximum (NaN first) from branch-free selects over (a, b) = row 0 and its pair swap, then row 1.
 template <class T, class F>
 OAR_ALWAYS_INLINE void for_each_window_2x2(const ConvGeometry& g, std::size_t planes, const T* x, F f) {
+    using V = xsimd::batch<T>;
+    using U = xsimd::batch<xsimd::as_unsigned_integer_t<T>, typename V::arch_type>;
+    constexpr std::size_t L = V::size;
+    constexpr auto swap = xsimd::make_batch_constant<U, pair_swap>();
     const std::size_t oh = g.out_height(), ow = g.out_width(), W = g.width;
+    // take(v) = v > best, or v is NaN and best is not: !(v <= best) && best == best
+    auto pick = [](V& best, V& idx, V v, T i) {
+        const auto take = !(v <= best) && (best == best);
+        best = xsimd::select(take, v, best);
+        idx = xsimd::select(take, V(i), idx);
+    };
+    alignas(64) T idx_lanes[L];
     for (std::size_t p = 0; p < planes; ++p) {
         const T* in = x + p * g.height * W;
         for (std::size_t oy = 0; oy < oh; ++oy) {
             const T* r0 = in + 2 * oy * W;
             const T* r1 = r0 + W;
-            for (std::size_t ox = 0; ox < ow; ++ox)
-                f(p, oy, ox, argmax4(r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]));
+            std::size_t ox = 0;
+            if constexpr (L >= 2 && L % 2 == 0)
+                for (; 2 * ox + L <= 2 * ow; ox += L / 2) {
+                    const V a = V::load_unaligned(r0 + 2 * ox), c = V::load_unaligned(r1 + 2 * ox);
+                    V best = a, idx(T(0));
+                    pick(best, idx, xsimd::swizzle(a, swap), T(1));
+                    pick(best, idx, c, T(2));
+                    pick(best, idx, xsimd::swizzle(c, swap), T(3));
+                    idx.store_aligned(idx_lanes);
+                    for (std::size_t l = 0; l < L / 2; ++l) f(p, oy, ox + l, static_cast<unsigned>(idx_lanes[2 * l]));
+                }
+            for (; ox < ow; ++ox) f(p, oy, ox, argmax4(r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]));
         }
     }
 }

@@ -1,0 +1,78 @@
+// One side-by-side job in oar: train or infer the course's CNN or MLP on synthetic MNIST-shaped
+// data, and print images/s and the peak RSS. benchmarks/side_by_side.sh runs it beside the same
+// job in libtorch (sbs_torch.cpp) and PaddlePaddle (sbs_paddle.py).
+//   sbs_oar <cnn|mlp> <train|infer> <threads> <batch> <steps>
+//   -> "img_per_sec=<best of 3 rounds> peak_rss_mb=<ru_maxrss>"
+#include <oar/oar.hpp>               // the library
+#include <oar/core/thread_pool.hpp>  // set_num_threads
+
+#include <sys/resource.h>  // getrusage: peak RSS
+
+#include <chrono>   // std::chrono::steady_clock
+#include <cstdint>  // std::int64_t
+#include <cstdio>   // std::printf, std::fprintf
+#include <cstdlib>  // std::strtoul
+#include <string>   // std::string
+#include <vector>   // std::vector
+
+namespace {
+
+using namespace oar;
+
+using CNN = Sequential<Conv2D<1, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>, Conv2D<20, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>,
+                       Flatten, Linear<980, 10>>;
+using MLP = Sequential<Flatten, Linear<784, 512>, ReLU, Dropout<20>, Linear<512, 10>>;
+
+template <class Seq>
+double run(bool train, std::size_t batch, std::size_t steps) {
+    Network<Seq, Shape<1, 28, 28>> net(1);
+    Adam opt(net.parameters(), {.learning_rate = 1e-3f});
+    CrossEntropyLoss<> ce;
+    Tensor x(batch, make_dims(1, 28, 28));
+    const CounterRng rng{5};
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = rng.uniform(0, i);  // pixels in [0, 1)
+    std::vector<std::int64_t> y(batch);
+    for (std::size_t i = 0; i < batch; ++i) y[i] = static_cast<std::int64_t>(i % 10);
+    if (!train) net.eval();
+    auto step = [&] {
+        auto out = net.forward(x);
+        if (train) {
+            ce(out, y);
+            net.backward(ce.backward());
+            opt.step();
+            opt.clear_grad();
+        }
+    };
+    for (int i = 0; i < 3; ++i) step();  // warm-up: arena, scratch, threads
+    double best = 0;
+    for (int round = 0; round < 3; ++round) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < steps; ++i) step();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::max(best, double(batch * steps) / s);
+    }
+    return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 6) {
+        std::fprintf(stderr, "usage: sbs_oar <cnn|mlp> <train|infer> <threads> <batch> <steps>\n");
+        return 2;
+    }
+    const std::string model = argv[1], mode = argv[2];
+    const std::size_t threads = std::strtoul(argv[3], nullptr, 10), batch = std::strtoul(argv[4], nullptr, 10),
+                      steps = std::strtoul(argv[5], nullptr, 10);
+    if ((model != "cnn" && model != "mlp") || (mode != "train" && mode != "infer") || threads == 0 || batch == 0 ||
+        steps == 0) {
+        std::fprintf(stderr, "sbs_oar: bad arguments\n");
+        return 2;
+    }
+    set_num_threads(threads);
+    const bool train = mode == "train";
+    const double ips = model == "cnn" ? run<CNN>(train, batch, steps) : run<MLP>(train, batch, steps);
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    std::printf("img_per_sec=%.0f peak_rss_mb=%.1f\n", ips, double(ru.ru_maxrss) / 1024.0);
+}
