@@ -419,3 +419,26 @@ TEST_CASE("write_svg on a full disk throws io_error, keeps the previous file, re
     CHECK(entries == 1);
     CHECK(open_fds() == fds);
 }
+
+TEST_CASE("write_svg lays the panels out in the requested size and refuses sizes it cannot draw in") {
+    TempDir dir;
+    const std::string path = dir.file("big.svg");
+    const auto panels = oar::io::training_panels(five_epochs());
+    oar::io::write_svg(path, "big", panels, 1200, 800);
+    Parsed p = parse(path);
+    INFO(p.output);
+    REQUIRE(p.status == 0);
+    CHECK(p.width == 1200);
+    CHECK(p.height == 800);
+    REQUIRE(p.curves.size() == 4);
+    for (const auto& c : p.curves)
+        for (const auto& [x, y] : c.points) {
+            CHECK(x >= (c.panel == 0 ? 0.0 : 600.0));  // each panel in its half
+            CHECK(x <= (c.panel == 0 ? 600.0 : 1200.0));
+            CHECK(y <= 800);
+        }
+    CHECK(p.curves[0].points.back().first > 450);  // the plot uses the width it was given
+    const std::string msg = oar_test::message_of<oar::value_error>([&] { oar::io::write_svg(dir.file("tiny.svg"), "t", panels, 10, 10); });
+    CHECK(contains(msg, "10x10"));
+    CHECK(!fs::exists(dir.file("tiny.svg")));
+}

@@ -343,9 +343,10 @@ inline void write_file_replacing(const std::filesystem::path& path, std::string_
     }
 }
 
-/// Writes render_svg(title, panels) to `path` atomically (see write_file_replacing).
-inline void write_svg(const std::filesystem::path& path, std::string_view title, const std::vector<Panel>& panels) {
-    write_file_replacing(path, render_svg(title, panels));
+/// Writes render_svg(title, panels, width, height) to `path` atomically (see write_file_replacing).
+inline void write_svg(const std::filesystem::path& path, std::string_view title, const std::vector<Panel>& panels,
+                      int width = 800, int height = 450) {
+    write_file_replacing(path, render_svg(title, panels, width, height));
 }
 
 /// The two panels of a training run: loss and accuracy, training and validation curves in

@@ -131,6 +131,7 @@ inline double unix_now() {
 /// visible to a running TensorBoard; the destructor flushes and closes. One reused buffer encodes
 /// every record, so logging a scalar allocates nothing once the longest tag has been seen.
 /// Values are stored as float32 (TensorBoard's simple_value); NaN and infinities pass through.
+/// Not synchronised: use one writer per thread, or lock around it.
 class TensorBoardWriter {
 public:
     using Clock = std::function<double()>;  ///< seconds since the Unix epoch
