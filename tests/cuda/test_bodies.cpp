@@ -12,6 +12,7 @@
 #include <oar/kernels/cpu/softmax.hpp>      // op::softmax_*, op::softmax_cross_entropy
 #include <oar/kernels/cpu/update.hpp>       // op::fused_update
 #include <oar/kernels/update_fns.hpp>       // sgd_fn, momentum_fn, adagrad_fn, adam_fn
+#include <oar/layers/dropout.hpp>          // the CPU Dropout whose masks the body must reproduce
 
 #include <algorithm>  // std::max
 #include <cmath>      // std::abs
@@ -128,8 +129,12 @@ TEST_CASE("the dropout body draws the CPU Dropout's mask bit for bit") {
     const float p = 0.2f;
     const float scale = 1.0f / (1.0f - p);
     const std::uint64_t stream = oar::rng_stream::dropout_of(3, 17);
-    std::vector<float> ref(n);  // the CPU Dropout's formula (layers/dropout.hpp)
-    for (std::size_t i = 0; i < n; ++i) ref[i] = rng.uniform(stream, i) < p ? 0.0f : x[i] * scale;
+    std::vector<float> ref(n);  // the CPU Dropout layer itself, at layer index 3, forward pass 17
+    oar::Context<cpu> ctx;
+    ctx.rng = rng;
+    ctx.layer_index = 3;
+    ctx.step = 17;
+    oar::Dropout<20>{}.forward(ctx, oar::make_dims(n), x.data(), ref.data(), 1);
     std::size_t dropped = 0;
     for (float v : ref) dropped += v == 0.0f;
     CHECK(dropped > 850);  // ~20% of 5000
