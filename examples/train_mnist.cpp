@@ -1,43 +1,45 @@
-// train_mnist: oar's main job. Trains one of the course's models on MNIST-layout IDX data with
-// the course's loop (forward, loss, backward, step, clear_grad; a line every 200 batches),
-// validates every epoch, tests at the end and prints one machine-readable result line.
+// train_mnist: oar's main job and front door. Trains one of the course's models on MNIST-layout
+// IDX data (or the course's mnist.json.gz) with oar::Model: validation every epoch, a progress bar
+// on a terminal (the course's log line every --log-every steps otherwise), CSV + TensorBoard +
+// SVG curves in --log-dir, checkpoints in --checkpoint-dir, --resume, an LR schedule, and a clean
+// stop on SIGINT/SIGTERM (checkpoint saved). Tests at the end and prints one result line.
 // Started by mpirun (or scripts/oar-launch) in a build with MPI, it trains data-parallel: the
 // global --batch-size is split across the ranks, gradients are averaged, and rank 0 alone prints.
-#include <algorithm>   // std::clamp, std::min
+#include <algorithm>   // std::min
 #include <chrono>      // std::chrono::steady_clock
-#include <cmath>       // std::lround, std::isfinite
+#include <csignal>     // SIGINT, SIGTERM
 #include <cstdint>     // std::int64_t, std::uint64_t
 #include <cstdarg>     // va_list: say()
 #include <cstdio>      // std::printf, std::fprintf, std::vfprintf
 #include <cstdlib>     // std::getenv
 #include <filesystem>  // std::filesystem
+#include <memory>      // std::unique_ptr: optional callbacks
+#include <optional>    // std::optional
 #include <string>      // std::string
 #include <utility>     // std::move
 #include <vector>      // std::vector
 
-#include <oar/data/mnist_json.hpp>  // the course's mnist.json.gz (simdjson: a .cpp-only header)
-#include <oar/dist/data_parallel.hpp>  // DataParallel: gradients averaged across ranks
-#include <oar/dist/env.hpp>            // init_parallel_env: alone, or under mpirun
-#include <oar/oar.hpp>                // the library
+#include <unistd.h>  // isatty: a progress bar on a terminal, the course's lines elsewhere
 
-#include "cli.hpp"     // cli::for_each_flag
+#include <oar/data/mnist_json.hpp>        // the course's mnist.json.gz (simdjson: a .cpp-only header)
+#include <oar/dist/data_parallel.hpp>     // DataParallel: gradients averaged across ranks
+#include <oar/dist/env.hpp>               // init_parallel_env: alone, or under mpirun
+#include <oar/oar.hpp>                    // the library
+#include <oar/optim/lr_scheduler.hpp>     // StepDecay, MultiStepDecay, CosineAnnealingDecay, ReduceOnPlateau
+#include <oar/train/diagnostics.hpp>      // TerminateOnNonFinite
+#include <oar/train/loggers.hpp>          // CSVLogger, TensorBoardLogger, CurvesLogger
+#include <oar/train/lr_scheduler.hpp>     // LRScheduler callback
+#include <oar/train/model.hpp>            // Model, Logs
+#include <oar/train/model_checkpoint.hpp> // ModelCheckpoint
+#include <oar/train/options.hpp>          // TrainOptions, parse_train_options
+#include <oar/train/progress.hpp>         // ProgBarLogger
+#include <oar/train/signals.hpp>          // StopOnSignal
+
 #include "models.hpp"  // course::CNN, ...
 
 namespace {
 
-struct Config {
-    std::string data;  // as given by --data, $OAR_DATA or the defaults
-    std::string model = "cnn";
-    std::string optimizer = "adam";
-    std::size_t epochs = 5;
-    std::size_t batch_size = 100;
-    float lr = 1e-3f;
-    float l2 = 1e-5f;
-    std::uint64_t seed = 0;
-    std::size_t log_every = 200;
-    std::size_t workers = 0;
-    std::string log_dir;  // --log-dir, else $OAR_LOG_DIR: every rank writes workerlog.<rank> there
-};
+using Config = oar::TrainOptions;
 
 /// Where the program's lines go: stdout on rank 0 only, and this rank's log file if there is one.
 struct Output {
@@ -70,82 +72,43 @@ void flush_output() {
 constexpr const char* usage = R"(usage: train_mnist [options]
 Trains one of PaddlePaddle's MNIST-course models with oar and prints a result line.
 
-  --data PATH         folder with the four MNIST IDX files (.gz or raw), or the course's
-                      mnist.json.gz (train / valid / eval splits); default: $OAR_DATA,
-                      else data/mnist in the checkout, else Debian's Fashion-MNIST
-                      (/usr/share/datasets/fashion-mnist)
-  --model NAME        linear | sigmoid-mlp | mlp | cnn            (default cnn)
-  --epochs N          passes over the 50,000 training images       (default 5)
-  --batch-size N      images per step                              (default 100)
-  --optimizer NAME    sgd | momentum | adagrad | adam               (default adam)
-  --lr X              learning rate                                (default 0.001)
-  --l2 X              L2Decay coefficient                          (default 1e-5)
-  --seed N            seed of initialisation, shuffling and dropout (default 0)
-  --workers N         DataLoader worker threads, 0 = load in the training thread (default 0)
-  --log-every N       print the loss every N batches, 0 = never    (default 200)
-  --log-dir DIR       also write this process's lines to DIR/workerlog.<rank>
-                      (default: $OAR_LOG_DIR, which oar-launch --log_dir sets)
-  --help              this text
+  --data PATH          folder with the four MNIST IDX files (.gz or raw), or the course's
+                       mnist.json.gz (train / valid / eval splits); default: $OAR_DATA,
+                       else data/mnist in the checkout, else Debian's Fashion-MNIST
+                       (/usr/share/datasets/fashion-mnist)
+  --model NAME         linear | sigmoid-mlp | mlp | cnn            (default cnn)
+  --epochs N           passes over the 50,000 training images       (default 5)
+  --batch-size N       images per step                              (default 100)
+  --optimizer NAME     sgd | momentum | adagrad | adam               (default adam)
+  --lr X               learning rate                                (default 0.001)
+  --l2 X               L2Decay coefficient                          (default 1e-5)
+  --lr-schedule S      none | step:SIZE[:GAMMA] | multistep:E1,E2,...[:GAMMA] |
+                       cosine[:T_MAX] | plateau[:PATIENCE[:FACTOR]]  (per epoch; default none)
+  --seed N             seed of initialisation, shuffling and dropout (default 0)
+  --workers N          DataLoader worker threads, 0 = load in the training thread (default 0)
+  --device D           cpu | gpu | gpu:N                            (default cpu; gpu: not yet)
+  --checkpoint-dir DIR save DIR/latest after every epoch (and when stopped by a signal),
+                       DIR/epoch_<n> and DIR/best (by validation accuracy), as safetensors
+  --resume CKPT        continue from a checkpoint: "latest" (in --checkpoint-dir), DIR/STEM,
+                       or DIR (its latest); same model, optimizer and seed
+  --log-every N        not on a terminal: the course's line every N batches, 0 = never
+                       (default 200); on a terminal a progress bar instead
+  --log-dir DIR        write DIR/curves.svg, DIR/train.csv and a TensorBoard event file, and
+                       this process's lines to DIR/workerlog.<rank>
+                       (default: $OAR_LOG_DIR, which oar-launch --log_dir sets)
+  --help               this text
 
 The last line is: result: dataset=... model=... epochs=... test_accuracy=...
 train_images_per_sec=... seconds=...  (images/s of the training steps alone: forward, loss,
 backward and update; neither data loading nor evaluation).
-Bad flags or unreadable data print the reason and exit with status 2.
+Bad flags or unreadable data print the reason and exit with status 2. SIGINT or SIGTERM
+(Ctrl-C) finishes the current step, saves DIR/latest when --checkpoint-dir is set, and exits
+with status 0 without testing; a second signal ends the program at once.
 
 Under `mpirun -np N` (or scripts/oar-launch) in a build with MPI, N processes train one model
 data-parallel: each takes --batch-size / N images per step (DistributedBatchSampler, shuffled by
---seed), gradients are averaged across them, and only rank 0 prints.
+--seed), gradients are averaged across them, and only rank 0 prints and saves.
 )";
-
-std::size_t parse_count(const std::string& flag, const std::string& v, std::size_t min) {
-    std::size_t pos = 0;
-    unsigned long long n = 0;
-    try {
-        n = std::stoull(v, &pos);
-    } catch (const std::exception&) {
-        pos = 0;
-    }
-    if (pos != v.size() || v.empty() || v[0] == '-' || n < min)
-        throw oar::usage_error(oar::detail::concat(flag, " needs an integer >= ", min, ", got '", v, "'"));
-    return static_cast<std::size_t>(n);
-}
-
-float parse_float(const std::string& flag, const std::string& v) {
-    std::size_t pos = 0;
-    float x = 0;
-    try {
-        x = std::stof(v, &pos);
-    } catch (const std::exception&) {
-        pos = 0;
-    }
-    if (pos != v.size() || v.empty() || !std::isfinite(x) || x < 0)
-        throw oar::usage_error(oar::detail::concat(flag, " needs a finite number >= 0, got '", v, "'"));
-    return x;
-}
-
-/// Returns false when --help was asked for.
-bool parse_args(int argc, char** argv, Config& c) {
-    const bool run = cli::for_each_flag(argc, argv, [&](const std::string& flag, const std::string& value) {
-        if (flag == "--data") c.data = value;
-        else if (flag == "--model") c.model = value;
-        else if (flag == "--optimizer") c.optimizer = value;
-        else if (flag == "--epochs") c.epochs = parse_count(flag, value, 1);
-        else if (flag == "--batch-size") c.batch_size = parse_count(flag, value, 1);
-        else if (flag == "--lr") c.lr = parse_float(flag, value);
-        else if (flag == "--l2") c.l2 = parse_float(flag, value);
-        else if (flag == "--seed") c.seed = parse_count(flag, value, 0);
-        else if (flag == "--log-every") c.log_every = parse_count(flag, value, 0);
-        else if (flag == "--workers") c.workers = parse_count(flag, value, 0);
-        else if (flag == "--log-dir") c.log_dir = value;
-        else throw cli::unknown_flag(flag);
-    });
-    if (!run) return false;
-    if (c.model != "linear" && c.model != "sigmoid-mlp" && c.model != "mlp" && c.model != "cnn")
-        throw oar::usage_error("--model must be linear, sigmoid-mlp, mlp or cnn, got '" + c.model + "'");
-    if (c.optimizer != "sgd" && c.optimizer != "momentum" && c.optimizer != "adagrad" && c.optimizer != "adam")
-        throw oar::usage_error("--optimizer must be sgd, momentum, adagrad or adam, got '" + c.optimizer + "'");
-    return true;
-}
 
 /// --data, else $OAR_DATA, else data/mnist in the checkout (or the working directory), else
 /// Debian's Fashion-MNIST. Returns the folder and the dataset's name.
@@ -181,41 +144,6 @@ double seconds_since(clock_type::time_point t) { return std::chrono::duration<do
 template <class Net>
 constexpr bool is_classifier = Net::output_shape::size == 10;
 
-struct EvalResult {
-    double loss = 0.0, accuracy = 0.0;
-};
-
-template <class Net>
-struct Task {
-    oar::CrossEntropyLoss<> ce;
-    oar::MSELoss<> mse;
-    oar::Tensor targets;  // regression targets
-
-    float loss(typename Net::view_type out, const std::vector<std::int64_t>& labels) {
-        if constexpr (is_classifier<Net>) {
-            return ce(out, labels);
-        } else {
-            targets.resize(labels.size(), oar::make_dims(1));
-            for (std::size_t i = 0; i < labels.size(); ++i) targets[i] = static_cast<float>(labels[i]);
-            return mse(out, targets);
-        }
-    }
-    oar::TensorView grad() const {
-        if constexpr (is_classifier<Net>) return ce.backward();
-        else return mse.backward();
-    }
-    std::size_t correct(typename Net::view_type out, const std::vector<std::int64_t>& labels) const {
-        if constexpr (is_classifier<Net>) {
-            return oar::count_correct(out, labels, 1);
-        } else {
-            std::size_t c = 0;
-            for (std::size_t i = 0; i < labels.size(); ++i)
-                c += std::clamp<long>(std::lround(out[i]), 0, 9) == labels[i] ? 1 : 0;
-            return c;
-        }
-    }
-};
-
 /// The three splits as datasets: IDX bytes scaled on load to [-1, 1] (the course's normalisation),
 /// or the course's json.gz, already normalised in the file.
 template <oar::data::Dataset D>
@@ -223,91 +151,217 @@ struct Splits {
     D train, valid, test;
 };
 
-template <class Net, oar::data::Dataset D>
-EvalResult evaluate(Net& net, Task<Net>& task, const D& set) {
-    net.eval();
-    double loss = 0.0;
-    std::size_t correct = 0;
-    oar::data::DataLoader loader(set, {.batch_size = 1000});
-    for (auto&& b : loader.epoch(0)) {
-        auto out = net.forward(b.images);
-        loss += static_cast<double>(task.loss(out, b.labels)) * static_cast<double>(b.labels.size());
-        correct += task.correct(out, b.labels);
+/// The course's log line every --log-every batches (when the output is not a terminal).
+struct CourseLog {
+    std::size_t every;
+    void on_train_batch_end(const oar::Logs& l) {
+        const std::size_t batch = l.step - 1;
+        if (every && batch % every == 0)
+            say("epoch: %zu, batch: %zu, loss is: %.4f, acc is: %.4f\n", l.epoch, batch, l.loss,
+                l.metrics.empty() ? 0.0 : l.metrics[0].second);
     }
-    net.train();
-    return {loss / static_cast<double>(set.size()), static_cast<double>(correct) / static_cast<double>(set.size())};
+};
+
+/// One line per epoch: train and valid loss and accuracy, time and training speed; sums the
+/// training steps' images and seconds for the result line.
+struct EpochLine {
+    double ranks = 1;
+    std::size_t trained = 0;
+    double train_seconds = 0;
+    clock_type::time_point t0 = clock_type::now();
+    void on_epoch_begin(const oar::Logs&) { t0 = clock_type::now(); }
+    void on_train_batch_end(const oar::Logs& l) {
+        trained += l.batch_size;
+        step_seconds = l.step_seconds;
+    }
+    void on_epoch_end(const oar::Logs& l) {
+        train_seconds += l.step_seconds;
+        const double acc = l.metrics.empty() ? 0.0 : l.metrics[0].second;
+        const double vacc = l.eval_metrics.empty() ? 0.0 : l.eval_metrics[0].second;
+        say("epoch %zu: train loss %.4f acc %.4f | valid loss %.4f acc %.4f | %.1f s, %.0f img/s, lr %g\n", l.epoch,
+            l.loss, acc, l.eval_loss, vacc, seconds_since(t0),
+            ranks * static_cast<double>(l.samples) / l.step_seconds, l.lr);
+        flush_output();
+        step_seconds = 0;
+    }
+    void on_train_end(const oar::Logs&) {
+        train_seconds += step_seconds;  // an epoch cut short by a signal
+        step_seconds = 0;
+    }
+    double step_seconds = 0;
+};
+
+/// A callback that may be absent: forwards every hook when set.
+template <class C>
+struct Maybe {
+    std::unique_ptr<C> c;
+    template <class M> void on_train_begin(M& m, const oar::Logs& l) { if (c) oar::detail::cb_train_begin(*c, m, l); }
+    template <class M> void on_epoch_begin(M& m, const oar::Logs& l) { if (c) oar::detail::cb_epoch_begin(*c, m, l); }
+    template <class M> void on_train_batch_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_batch_end(*c, m, l); }
+    template <class M> void on_epoch_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_epoch_end(*c, m, l); }
+    template <class M> void on_eval_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_eval_end(*c, m, l); }
+    template <class M> void on_train_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_train_end(*c, m, l); }
+};
+
+/// StopOnSignal's hooks when one is installed (not under MPI).
+struct StopHook {
+    std::optional<oar::StopOnSignal>* s;
+    template <class M>
+    void on_train_batch_end(M& m, const oar::Logs& l) {
+        if (*s) (*s)->on_train_batch_end(m, l);
+    }
+    template <class M>
+    void on_epoch_begin(M& m, const oar::Logs& l) {
+        if (*s) (*s)->on_epoch_begin(m, l);
+    }
+};
+
+/// --resume: "latest" in --checkpoint-dir, DIR/STEM, or DIR (its latest). Returns (dir, stem).
+std::pair<std::string, std::string> locate_checkpoint(const Config& c) {
+    namespace fs = std::filesystem;
+    if (c.resume == "latest") {
+        if (!oar::checkpoint_exists(c.checkpoint_dir, "latest"))
+            throw oar::io_error(oar::detail::concat("--resume latest: no checkpoint 'latest' in ", c.checkpoint_dir));
+        return {c.checkpoint_dir, "latest"};
+    }
+    const fs::path p(c.resume);
+    if (fs::is_directory(p) && oar::checkpoint_exists(p.string(), "latest")) return {p.string(), "latest"};
+    std::string stem = p.filename().string();
+    for (const std::string suffix : {".state.safetensors", ".safetensors"})
+        if (stem.size() > suffix.size() && stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0)
+            stem = stem.substr(0, stem.size() - suffix.size());
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+    if (!oar::checkpoint_exists(dir, stem))
+        throw oar::io_error(oar::detail::concat("--resume ", c.resume, ": no checkpoint there (expected ", dir, "/",
+                                                stem, ".safetensors and ", stem, ".state.safetensors, or a folder "
+                                                "with latest.*)"));
+    return {dir, stem};
 }
 
-/// The course's reader: shuffled every epoch (a new order from (seed, epoch)), the remainder
-/// kept as a last, smaller batch. Data-parallel: this rank's share of each global batch, as
-/// paddle.io.DistributedBatchSampler(shuffle=True) gives it.
-template <class D>
-oar::data::DataLoader<D> make_train_loader(const Config& c, const D& train, const oar::dist::ParallelContext& par) {
-    if (!par.distributed())
-        return oar::data::DataLoader<D>(train, {.batch_size = c.batch_size,
-                                                .shuffle = true,
-                                                .drop_last = false,
-                                                .num_workers = c.workers,
-                                                .seed = c.seed});
-    const auto w = static_cast<std::size_t>(par.world_size());
-    return oar::data::DataLoader<D>(
-        train,
-        oar::data::DistributedBatchSampler(train.size(), c.batch_size / w, w, static_cast<std::size_t>(par.rank()),
-                                           /*shuffle=*/true, /*drop_last=*/false, c.seed),
-        oar::data::WorkerOptions{.num_workers = c.workers});
-}
+/// The LR schedule of --lr-schedule, stepped per epoch by the LRScheduler callback.
+template <class S>
+struct ScheduleCallback {
+    S schedule;
+    oar::LRScheduler<S> cb;
+    explicit ScheduleCallback(S s) : schedule(std::move(s)), cb(schedule) {}
+    ScheduleCallback(const ScheduleCallback&) = delete;
+};
 
-template <class Net, class Opt, class D>
-int train(const Config& c, const std::string& dataset, const Splits<D>& data, Net& net, Opt& opt,
+template <class Net, class D>
+int train(const Config& c, const std::string& dataset, const Splits<D>& data, Net& net, auto& opt,
           oar::dist::ParallelContext& par, clock_type::time_point start) {
-    Task<Net> task;
-    auto loader = make_train_loader(c, data.train, par);
+    using Loss = std::conditional_t<is_classifier<Net>, oar::CrossEntropyLoss<>, oar::LabelMSELoss>;
+    oar::Model<Net, Loss> model(net);
+    model.prepare(opt, Loss{},
+                  {is_classifier<Net> ? oar::top_k_accuracy() : oar::Metric("acc", oar::RoundedAccuracy(0, 9))});
     // Checks that every rank built the same model and starts all from rank 0's weights.
     oar::dist::DataParallel dp(net, par.comm());
-    const double ranks = static_cast<double>(par.world_size());  // images per step = local x ranks
-    double train_seconds = 0.0;
-    std::size_t trained = 0;
-    net.train();
-    for (std::size_t epoch = 0; epoch < c.epochs; ++epoch) {
-        const auto t0 = clock_type::now();
-        double loss_sum = 0.0, step_seconds = 0.0;
-        std::size_t correct = 0, seen = 0;
-        for (auto&& b : loader.epoch(epoch)) {
-            const auto ts = clock_type::now();  // steps only: waiting for the loader is not training
-            const std::size_t n = b.labels.size();
-            auto out = net.forward(b.images);
-            const float loss = task.loss(out, b.labels);
-            const std::size_t ok = task.correct(out, b.labels);
-            dp.backward(task.grad());  // net.backward, then the gradients averaged across ranks
-            opt.step();
-            opt.clear_grad();
-            step_seconds += seconds_since(ts);
-            if (!std::isfinite(loss))
-                throw oar::value_error(oar::detail::concat("loss became ", loss, " at epoch ", epoch, ", batch ",
-                                                           b.index, "; lower --lr"));
-            loss_sum += static_cast<double>(loss) * static_cast<double>(n);
-            correct += ok;
-            seen += n;
-            if (c.log_every && b.index % c.log_every == 0)
-                say("epoch: %zu, batch: %zu, loss is: %.4f, acc is: %.4f\n", epoch, b.index, loss,
-                            static_cast<double>(ok) / static_cast<double>(n));
-        }
-        const double dt = seconds_since(t0);
-        train_seconds += step_seconds;
-        trained += seen;
-        // Ranks other than 0 skip evaluation: their models are the same and they print nothing.
-        const EvalResult v = dp.is_writer() ? evaluate(net, task, data.valid) : EvalResult{};
-        say("epoch %zu: train loss %.4f acc %.4f | valid loss %.4f acc %.4f | %.1f s, %.0f img/s\n", epoch,
-            loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), v.loss,
-            v.accuracy, dt, ranks * static_cast<double>(seen) / step_seconds);
-        flush_output();
+    if (par.distributed()) model.set_gradient_sync([&dp] { dp.sync_gradients(); });
+    const bool writer = dp.is_writer();
+
+    if (!c.resume.empty()) {
+        const auto [dir, stem] = locate_checkpoint(c);
+        const oar::TrainingState st = model.load_checkpoint(dir, stem);
+        if (st.network_seed != c.seed || st.rng_seed != c.seed)
+            throw oar::usage_error(oar::detail::concat("--seed ", c.seed, " differs from the checkpoint's seed ",
+                                                       st.network_seed, " (", dir, "/", stem, "): pass --seed ",
+                                                       st.network_seed, " to resume it"));
+        if (par.distributed()) dp.broadcast_parameters();
+        say("resumed from %s/%s: epoch %zu, step %zu of it, %llu steps in all, lr %g\n", dir.c_str(), stem.c_str(),
+            static_cast<std::size_t>(model.progress().epoch), static_cast<std::size_t>(model.progress().step_in_epoch),
+            static_cast<unsigned long long>(model.progress().global_step), static_cast<double>(model.learning_rate()));
     }
-    if (!dp.is_writer()) return 0;
-    const EvalResult t = evaluate(net, task, data.test);
-    say("test: loss %.4f accuracy %.4f (%zu images)\n", t.loss, t.accuracy, data.test.size());
+
+    // The course's reader: shuffled every epoch (a new order from (seed, epoch)), the remainder
+    // kept as a last, smaller batch. Data-parallel: this rank's share of each global batch.
+    const auto w = static_cast<std::size_t>(par.world_size());
+    oar::data::DataLoader<D> loader =
+        par.distributed()
+            ? oar::data::DataLoader<D>(data.train,
+                                       oar::data::DistributedBatchSampler(data.train.size(), c.batch_size / w, w,
+                                                                          static_cast<std::size_t>(par.rank()),
+                                                                          /*shuffle=*/true, /*drop_last=*/false, c.seed),
+                                       oar::data::WorkerOptions{.num_workers = c.workers})
+            : oar::data::DataLoader<D>(data.train, {.batch_size = c.batch_size, .shuffle = true, .drop_last = false,
+                                                    .num_workers = c.workers, .seed = c.seed});
+    const oar::FitOptions fit{.epochs = c.epochs, .batch_size = c.batch_size, .log_freq = std::max<std::size_t>(c.log_every, 1),
+                              .seed = c.seed, .eval_batch_size = 1000};
+
+    const bool tty = writer && ::isatty(fileno(stdout)) != 0;
+    Maybe<oar::ProgBarLogger> bar;
+    if (tty) bar.c = std::make_unique<oar::ProgBarLogger>(oar::ProgBarOptions{.log_freq = fit.log_freq});
+    CourseLog course{tty ? 0 : c.log_every};
+    EpochLine epochs{static_cast<double>(w)};
+    oar::TerminateOnNonFinite guard;
+    // Under MPI a signal reaches the ranks at different steps, and a rank that stops alone would
+    // leave the others waiting in an allreduce: there the default action (the job ends) is kept.
+    std::optional<oar::StopOnSignal> stop;
+    if (!par.distributed()) stop.emplace();
+    StopHook stop_hook{&stop};
+
+    Maybe<oar::CSVLogger> csv;
+    Maybe<oar::TensorBoardLogger> tb;
+    Maybe<oar::CurvesLogger> curves;
+    if (writer && !c.log_dir.empty()) {
+        const std::filesystem::path dir(c.log_dir);
+        csv.c = std::make_unique<oar::CSVLogger>(dir / "train.csv");
+        tb.c = std::make_unique<oar::TensorBoardLogger>(dir, fit.log_freq);
+        curves.c = std::make_unique<oar::CurvesLogger>(dir / "curves.svg", "acc",
+                                                       "train_mnist: " + c.model + " on " + dataset);
+    }
+    Maybe<oar::ModelCheckpoint> ckpt;
+    if (!c.checkpoint_dir.empty())
+        ckpt.c = std::make_unique<oar::ModelCheckpoint>(oar::ModelCheckpointOptions{
+            .dir = c.checkpoint_dir, .save_freq = 1, .monitor = "eval_acc", .is_writer = writer});
+
+    using Sched = oar::ScheduleOption::Kind;
+    const double lr0 = static_cast<double>(c.lr);
+    std::optional<oar::StepDecay> step_s;
+    std::optional<oar::MultiStepDecay> multi_s;
+    std::optional<oar::CosineAnnealingDecay> cos_s;
+    std::optional<oar::ReduceOnPlateau> plateau_s;
+    Maybe<oar::LRScheduler<oar::StepDecay>> step_cb;
+    Maybe<oar::LRScheduler<oar::MultiStepDecay>> multi_cb;
+    Maybe<oar::LRScheduler<oar::CosineAnnealingDecay>> cos_cb;
+    Maybe<oar::LRScheduler<oar::ReduceOnPlateau>> plateau_cb;
+    const auto& ls = c.lr_schedule;
+    if (ls.kind == Sched::step) {
+        step_s.emplace(lr0, static_cast<std::int64_t>(ls.step_size), ls.gamma);
+        step_cb.c = std::make_unique<oar::LRScheduler<oar::StepDecay>>(*step_s);
+    } else if (ls.kind == Sched::multistep) {
+        multi_s.emplace(lr0, ls.milestones, ls.gamma);
+        multi_cb.c = std::make_unique<oar::LRScheduler<oar::MultiStepDecay>>(*multi_s);
+    } else if (ls.kind == Sched::cosine) {
+        cos_s.emplace(lr0, static_cast<std::int64_t>(ls.t_max ? ls.t_max : c.epochs));
+        cos_cb.c = std::make_unique<oar::LRScheduler<oar::CosineAnnealingDecay>>(*cos_s);
+    } else if (ls.kind == Sched::plateau) {
+        plateau_s.emplace(lr0, oar::ReduceOnPlateauOptions{.factor = ls.gamma,
+                                                            .patience = static_cast<std::int64_t>(ls.patience)});
+        plateau_cb.c = std::make_unique<oar::LRScheduler<oar::ReduceOnPlateau>>(*plateau_s);
+    }
+
+    const D* valid = writer ? &data.valid : nullptr;  // other ranks' models are the same and print nothing
+    // The schedules step before the checkpoint saves their state; the checkpoint comes last.
+    model.fit(loader, valid, fit, guard, bar, course, epochs, step_cb, multi_cb, cos_cb, plateau_cb, csv, tb, curves,
+              stop_hook, ckpt);
+    flush_output();
+
+    if (model.interrupted() && stop && oar::StopOnSignal::received()) {
+        const auto& p = model.progress();
+        say("stopped by %s after training step %llu (epoch %llu, batch %llu); %s\n",
+            oar::StopOnSignal::name(oar::StopOnSignal::received()), static_cast<unsigned long long>(p.global_step),
+            static_cast<unsigned long long>(p.epoch), static_cast<unsigned long long>(p.step_in_epoch),
+            c.checkpoint_dir.empty() ? "no --checkpoint-dir, nothing saved"
+                                     : ("checkpoint saved: " + c.checkpoint_dir + "/latest (resume with --resume latest)").c_str());
+        flush_output();
+        return 0;
+    }
+    if (!writer) return 0;
+    const oar::EvalResult t = model.evaluate(data.test, 1000);
+    say("test: loss %.4f accuracy %.4f (%zu images)\n", t.loss, t.metrics[0].second, data.test.size());
     say("result: dataset=%s model=%s epochs=%zu test_accuracy=%.4f train_images_per_sec=%.0f seconds=%.1f\n",
-        dataset.c_str(), c.model.c_str(), c.epochs, t.accuracy, ranks * static_cast<double>(trained) / train_seconds,
-        seconds_since(start));
+        dataset.c_str(), c.model.c_str(), c.epochs, t.metrics[0].second,
+        static_cast<double>(w) * static_cast<double>(epochs.trained) / epochs.train_seconds, seconds_since(start));
     flush_output();
     return 0;
 }
@@ -386,10 +440,16 @@ int main(int argc, char** argv) {
     try {
         par = oar::dist::init_parallel_env(&argc, &argv);
         out.to_stdout = par.is_writer();
-        if (!parse_args(argc, argv, c)) {
+        auto parsed = oar::parse_train_options(argc, argv);
+        if (!parsed) {
             say("%s", usage);
             return 0;
         }
+        c = std::move(*parsed);
+        if (c.device.kind == oar::DeviceOption::Kind::gpu)
+            throw oar::usage_error(oar::detail::concat("--device gpu:", c.device.index,
+                                                       ": train_mnist trains on the CPU only so far (the CUDA backend "
+                                                       "is not wired into it yet); use --device cpu"));
         if (c.batch_size % static_cast<std::size_t>(par.world_size()) != 0)
             throw oar::usage_error(oar::detail::concat("--batch-size ", c.batch_size, " cannot be split evenly across ",
                                                        par.world_size(), " ranks"));

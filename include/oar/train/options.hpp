@@ -1,0 +1,223 @@
+// train_mnist's command line as a library: `--flag value` / `--flag=value` parsing into
+// TrainOptions, every value checked, every problem a usage_error naming the flag and the value
+// (exit status 2 in the program). Kept here, not in the example, so tests and the fuzzer
+// (fuzz/fuzz_options.cpp) can call it on any argv.
+#pragma once
+
+#include <cmath>        // std::isfinite
+#include <cstddef>      // std::size_t
+#include <cstdint>      // std::uint64_t
+#include <exception>    // std::exception: std::stoull / std::stod failures
+#include <optional>     // std::optional: nothing to run after --help
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <vector>       // std::vector: argv as strings, milestones
+
+#include "../core/error.hpp"  // usage_error
+
+namespace oar {
+
+/// Calls on_flag(flag, value) for each `--flag value` or `--flag=value` in order; returns false
+/// when --help or -h was asked for (nothing is parsed after it).
+template <class F>
+bool for_each_flag(int argc, const char* const* argv, F&& on_flag) {
+    for (int i = 1; i < argc; ++i) {
+        std::string flag = argv[i] ? argv[i] : "", value;
+        if (flag == "--help" || flag == "-h") return false;
+        if (flag.rfind("--", 0) != 0 || flag.size() == 2)
+            throw usage_error("unexpected argument '" + flag + "' (see --help)");
+        if (const auto eq = flag.find('='); eq != std::string::npos) {
+            value = flag.substr(eq + 1);
+            flag = flag.substr(0, eq);
+        } else {
+            if (i + 1 >= argc || !argv[i + 1]) throw usage_error(flag + " needs a value (see --help)");
+            value = argv[++i];
+        }
+        on_flag(flag, value);
+    }
+    return true;
+}
+
+/// The error for a flag the program does not know.
+inline usage_error unknown_flag(const std::string& flag) {
+    return usage_error("unknown flag '" + flag + "' (see --help)");
+}
+
+/// An unsigned integer >= min, all of `v`; else usage_error naming the flag.
+inline std::uint64_t parse_count(const std::string& flag, const std::string& v, std::uint64_t min) {
+    std::size_t pos = 0;
+    unsigned long long n = 0;
+    try {
+        n = std::stoull(v, &pos);
+    } catch (const std::exception&) {
+        pos = 0;
+    }
+    if (pos != v.size() || v.empty() || v[0] == '-' || v[0] == '+' || v[0] == ' ' || n < min)
+        throw usage_error(detail::concat(flag, " needs an integer >= ", min, ", got '", v, "'"));
+    return n;
+}
+
+/// A finite number >= 0, all of `v`; else usage_error naming the flag.
+inline double parse_rate(const std::string& flag, const std::string& v) {
+    std::size_t pos = 0;
+    double x = 0;
+    try {
+        x = std::stod(v, &pos);
+    } catch (const std::exception&) {
+        pos = 0;
+    }
+    if (pos != v.size() || v.empty() || v[0] == ' ' || !std::isfinite(x) || x < 0 ||
+        !std::isfinite(static_cast<float>(x)))
+        throw usage_error(detail::concat(flag, " needs a finite number >= 0, got '", v, "'"));
+    return x;
+}
+
+/// --device cpu | gpu | gpu:N.
+struct DeviceOption {
+    enum class Kind { cpu, gpu } kind = Kind::cpu;
+    std::size_t index = 0;
+    bool operator==(const DeviceOption&) const = default;
+};
+
+inline DeviceOption parse_device(const std::string& v) {
+    if (v == "cpu") return {};
+    if (v == "gpu") return {DeviceOption::Kind::gpu, 0};
+    if (v.rfind("gpu:", 0) == 0 && v.size() > 4) {
+        const std::string n = v.substr(4);
+        if (n.size() <= 4 && n.find_first_not_of("0123456789") == std::string::npos)
+            return {DeviceOption::Kind::gpu, static_cast<std::size_t>(std::stoul(n))};
+    }
+    throw usage_error("--device must be cpu, gpu or gpu:N (N a device number), got '" + v + "'");
+}
+
+/// --lr-schedule: none | step:SIZE[:GAMMA] | multistep:E1,E2,...[:GAMMA] | cosine[:T_MAX] |
+/// plateau[:PATIENCE[:FACTOR]] (epochs; GAMMA and FACTOR default 0.1, T_MAX the epochs).
+struct ScheduleOption {
+    enum class Kind { none, step, multistep, cosine, plateau } kind = Kind::none;
+    std::uint64_t step_size = 0;             ///< step
+    std::vector<std::int64_t> milestones;    ///< multistep
+    std::uint64_t t_max = 0;                 ///< cosine; 0: the number of epochs
+    std::uint64_t patience = 10;             ///< plateau
+    double gamma = 0.1;                      ///< step, multistep; plateau's factor
+    bool operator==(const ScheduleOption&) const = default;
+};
+
+inline ScheduleOption parse_schedule(const std::string& v) {
+    const std::string flag = "--lr-schedule";
+    std::vector<std::string> parts;
+    for (std::size_t b = 0;;) {
+        const auto e = v.find(':', b);
+        parts.push_back(v.substr(b, e == std::string::npos ? std::string::npos : e - b));
+        if (e == std::string::npos) break;
+        b = e + 1;
+    }
+    const auto bad = [&](const std::string& why) {
+        return usage_error(detail::concat(flag, " '", v, "': ", why,
+                                          " (none, step:SIZE[:GAMMA], multistep:E1,E2,...[:GAMMA], cosine[:T_MAX], "
+                                          "plateau[:PATIENCE[:FACTOR]])"));
+    };
+    const auto gamma = [&](const std::string& s) {
+        const double g = parse_rate(flag + " gamma", s);
+        if (!(g > 0.0 && g < 1.0)) throw bad("the factor must be in (0, 1)");
+        return g;
+    };
+    ScheduleOption s;
+    const std::string& kind = parts[0];
+    if (kind == "none" && parts.size() == 1) return s;
+    if (kind == "step" && (parts.size() == 2 || parts.size() == 3)) {
+        s.kind = ScheduleOption::Kind::step;
+        s.step_size = parse_count(flag + " step size", parts[1], 1);
+        if (parts.size() == 3) s.gamma = gamma(parts[2]);
+        return s;
+    }
+    if (kind == "multistep" && (parts.size() == 2 || parts.size() == 3)) {
+        s.kind = ScheduleOption::Kind::multistep;
+        for (std::size_t b = 0;;) {
+            const auto e = parts[1].find(',', b);
+            const std::string m = parts[1].substr(b, e == std::string::npos ? std::string::npos : e - b);
+            const auto epoch = static_cast<std::int64_t>(parse_count(flag + " milestone", m, 1));
+            if (!s.milestones.empty() && epoch <= s.milestones.back()) throw bad("milestones must increase");
+            s.milestones.push_back(epoch);
+            if (s.milestones.size() > 1000) throw bad("too many milestones");
+            if (e == std::string::npos) break;
+            b = e + 1;
+        }
+        if (parts.size() == 3) s.gamma = gamma(parts[2]);
+        return s;
+    }
+    if (kind == "cosine" && parts.size() <= 2) {
+        s.kind = ScheduleOption::Kind::cosine;
+        if (parts.size() == 2) s.t_max = parse_count(flag + " T_max", parts[1], 1);
+        return s;
+    }
+    if (kind == "plateau" && parts.size() <= 3) {
+        s.kind = ScheduleOption::Kind::plateau;
+        if (parts.size() >= 2) s.patience = parse_count(flag + " patience", parts[1], 0);
+        if (parts.size() == 3) s.gamma = gamma(parts[2]);
+        return s;
+    }
+    throw bad("unknown schedule");
+}
+
+/// Everything train_mnist takes, with the course's defaults.
+struct TrainOptions {
+    std::string data;  ///< empty: $OAR_DATA, then the defaults
+    std::string model = "cnn";
+    std::string optimizer = "adam";
+    std::size_t epochs = 5;
+    std::size_t batch_size = 100;
+    float lr = 1e-3f;
+    float l2 = 1e-5f;
+    std::uint64_t seed = 0;
+    std::size_t log_every = 200;
+    std::size_t workers = 0;
+    DeviceOption device{};
+    std::string checkpoint_dir;
+    std::string resume;  ///< "latest", a checkpoint's DIR/STEM, or a folder (its "latest")
+    std::string log_dir;
+    ScheduleOption lr_schedule{};
+};
+
+/// train_mnist's flags; empty when --help was asked for. Throws usage_error naming the flag.
+inline std::optional<TrainOptions> parse_train_options(int argc, const char* const* argv) {
+    TrainOptions c;
+    const bool run = for_each_flag(argc, argv, [&](const std::string& flag, const std::string& value) {
+        if (flag == "--data") c.data = value;
+        else if (flag == "--model") c.model = value;
+        else if (flag == "--optimizer") c.optimizer = value;
+        else if (flag == "--epochs") c.epochs = parse_count(flag, value, 1);
+        else if (flag == "--batch-size") c.batch_size = parse_count(flag, value, 1);
+        else if (flag == "--lr") c.lr = static_cast<float>(parse_rate(flag, value));
+        else if (flag == "--l2") c.l2 = static_cast<float>(parse_rate(flag, value));
+        else if (flag == "--seed") c.seed = parse_count(flag, value, 0);
+        else if (flag == "--log-every") c.log_every = parse_count(flag, value, 0);
+        else if (flag == "--workers") c.workers = parse_count(flag, value, 0);
+        else if (flag == "--device") c.device = parse_device(value);
+        else if (flag == "--checkpoint-dir") c.checkpoint_dir = value;
+        else if (flag == "--resume") c.resume = value;
+        else if (flag == "--log-dir") c.log_dir = value;
+        else if (flag == "--lr-schedule") c.lr_schedule = parse_schedule(value);
+        else throw unknown_flag(flag);
+    });
+    if (!run) return std::nullopt;
+    if (c.model != "linear" && c.model != "sigmoid-mlp" && c.model != "mlp" && c.model != "cnn")
+        throw usage_error("--model must be linear, sigmoid-mlp, mlp or cnn, got '" + c.model + "'");
+    if (c.optimizer != "sgd" && c.optimizer != "momentum" && c.optimizer != "adagrad" && c.optimizer != "adam")
+        throw usage_error("--optimizer must be sgd, momentum, adagrad or adam, got '" + c.optimizer + "'");
+    if (c.epochs > 1000000) throw usage_error(detail::concat("--epochs ", c.epochs, " is more than 1000000"));
+    if (c.batch_size > (std::size_t{1} << 24))
+        throw usage_error(detail::concat("--batch-size ", c.batch_size, " is more than 16777216"));
+    if (c.workers > 1024) throw usage_error(detail::concat("--workers ", c.workers, " is more than 1024"));
+    if (c.resume == "latest" && c.checkpoint_dir.empty())
+        throw usage_error("--resume latest needs --checkpoint-dir (where 'latest' is)");
+    return c;
+}
+
+/// The same over strings (tests, the fuzzer): args without the program name.
+inline std::optional<TrainOptions> parse_train_options(const std::vector<std::string>& args) {
+    std::vector<const char*> argv{"train_mnist"};
+    for (const auto& a : args) argv.push_back(a.c_str());
+    return parse_train_options(static_cast<int>(argv.size()), argv.data());
+}
+
+}  // namespace oar
