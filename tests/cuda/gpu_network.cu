@@ -13,6 +13,7 @@
 #include <algorithm>  // std::max
 #include <cmath>      // std::abs
 #include <cstdint>    // std::int64_t
+#include <utility>    // std::move
 #include <vector>   // std::vector
 
 #include "cuda/gpu_device.hpp"  // max_rel_diff
@@ -87,4 +88,15 @@ TEST_CASE("BatchStager uploads pinned batches that the network then reads on the
     const auto out_b = dev.to_host(dev.forward_device({second.images, batch, Image::dims}));
     CHECK(oar_test::max_rel_diff(out_a, dev.to_host(dev.forward(oar::TensorView(a.data(), batch, Image::dims)))) == 0.0);
     CHECK(oar_test::max_rel_diff(out_b, dev.to_host(dev.forward(oar::TensorView(b.data(), batch, Image::dims)))) == 0.0);
+}
+
+TEST_CASE("a network pinned to gpu:0 as a type runs there and moves like any value") {
+    oar::Network<CNN, Image, oar::basic_cuda<0>> pinned(7);
+    auto moved = std::move(pinned);
+    const auto x = oar_test::random_vector<float>(4 * 784, 9);
+    const auto out = moved.to_host(moved.forward(oar::TensorView(x.data(), 4, Image::dims)));
+    oar::Network<CNN, Image, oar::cpu> host(7);
+    const auto ref = host.forward(oar::TensorView(x.data(), 4, Image::dims));
+    CHECK(oar_test::max_rel_diff(out, std::vector<float>(ref.data(), ref.data() + ref.size())) <= 1e-4);
+    CHECK(oar::cuda_runtime::current_device() == 0);
 }

@@ -15,7 +15,7 @@ namespace oar {
 
 /// The CUDA backend: float buffers in device memory. Device < 0 means "the current device"
 /// (oar::cuda_runtime::set_device); Device >= 0 pins that device: a Network bound to the type
-/// makes it current (DeviceGuard) while constructing; raw kernel calls use the current device.
+/// makes it current when built and at each forward/backward; raw kernel calls use the current device.
 template <int Device = -1>
 struct basic_cuda {
     using value_type = float;

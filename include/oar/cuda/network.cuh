@@ -124,7 +124,7 @@ public:
 
     /// The GPU copy of a CPU network: its parameters, layer settings, seed and step count.
     explicit Network(const host_network& h)
-        : guard_(), params_(h.parameters()), step_(h.step()) {
+        : pin_(), params_(h.parameters()), step_(h.step()) {
         ctx_.rng = CounterRng{h.seed()};
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) { std::get<I>(layers_) = h.template layer<I>(); });
         mode_ = h.training() ? Mode::train : Mode::eval;
@@ -133,6 +133,7 @@ public:
     /// x in host memory (the CPU network's contract); the result is a view of DEVICE memory
     /// (to_host() copies it back), valid until the next forward.
     view_type forward(view_type x) {
+        pin_device{};
         check_input(x);
         reserve(x.batch());
         batch_ = x.batch();
@@ -144,6 +145,7 @@ public:
 
     /// x already in device memory (e.g. from BatchStager).
     view_type forward_device(view_type x) {
+        pin_device{};
         check_input(x);
         reserve(x.batch());
         batch_ = x.batch();
@@ -279,6 +281,7 @@ private:
     }
 
     void backward_impl(view_type dy, float* dx_out) {
+        pin_device{};
         if (batch_ == 0) throw value_error("Network<cuda>::backward: call forward first");
         if (!(dy.dims() == info::dims[num_layers]) || dy.batch() != batch_)
             throw shape_error(detail::concat("Network<cuda>::backward: dy has shape ", dy.shape_string(), ", expected ",
@@ -344,7 +347,14 @@ private:
                                        cuda_runtime::compute_stream()));
     }
 
-    cuda_runtime::DeviceGuard<backend> guard_;
+    /// For basic_cuda<N>: makes device N current (first, before any member allocates; again at
+    /// each forward/backward, in case the caller switched devices). Nothing for oar::cuda.
+    struct pin_device {
+        pin_device() {
+            if constexpr (backend::device >= 0) cuda_runtime::use_device(backend::device);
+        }
+    };
+    pin_device pin_;
     std::tuple<Ls...> layers_{};
     DeviceParameterSet params_;
     Context<backend> ctx_{};
