@@ -1,0 +1,118 @@
+// train_mnist's flags as a library: defaults, every flag, and each bad value named with the flag.
+#include <doctest/doctest.h>
+
+#include <oar/train/options.hpp>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+oar::TrainOptions parse(const std::vector<std::string>& args) {
+    auto o = oar::parse_train_options(args);
+    REQUIRE(o.has_value());
+    return *o;
+}
+
+std::string error_of(const std::vector<std::string>& args) {
+    try {
+        (void)oar::parse_train_options(args);
+    } catch (const oar::usage_error& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("no flags give the course's defaults: CNN, Adam 1e-3, L2Decay 1e-5, batch 100, 5 epochs, CPU") {
+    const auto o = parse({});
+    CHECK(o.model == "cnn");
+    CHECK(o.optimizer == "adam");
+    CHECK(o.lr == 1e-3f);
+    CHECK(o.l2 == 1e-5f);
+    CHECK(o.batch_size == 100);
+    CHECK(o.epochs == 5);
+    CHECK(o.seed == 0);
+    CHECK(o.workers == 0);
+    CHECK(o.device == oar::DeviceOption{});
+    CHECK(o.lr_schedule.kind == oar::ScheduleOption::Kind::none);
+    CHECK(o.resume.empty());
+}
+
+TEST_CASE("every flag is read, as --flag value and as --flag=value") {
+    const auto o = parse({"--data", "/d", "--model=mlp", "--epochs", "7", "--batch-size=64", "--optimizer", "momentum",
+                          "--lr", "0.05", "--l2=0", "--workers", "2", "--seed", "42", "--device", "gpu:1",
+                          "--checkpoint-dir", "/ck", "--resume", "latest", "--log-dir", "/logs", "--log-every", "0",
+                          "--lr-schedule", "multistep:2,4:0.5"});
+    CHECK(o.data == "/d");
+    CHECK(o.model == "mlp");
+    CHECK(o.epochs == 7);
+    CHECK(o.batch_size == 64);
+    CHECK(o.optimizer == "momentum");
+    CHECK(o.lr == 0.05f);
+    CHECK(o.l2 == 0.0f);
+    CHECK(o.workers == 2);
+    CHECK(o.seed == 42);
+    CHECK(o.device == oar::DeviceOption{oar::DeviceOption::Kind::gpu, 1});
+    CHECK(o.checkpoint_dir == "/ck");
+    CHECK(o.resume == "latest");
+    CHECK(o.log_dir == "/logs");
+    CHECK(o.log_every == 0);
+    CHECK(o.lr_schedule.kind == oar::ScheduleOption::Kind::multistep);
+    CHECK(o.lr_schedule.milestones == std::vector<std::int64_t>{2, 4});
+    CHECK(o.lr_schedule.gamma == 0.5);
+    CHECK_FALSE(oar::parse_train_options({"--epochs", "3", "--help", "--bogus"}).has_value());  // --help wins
+    CHECK_FALSE(oar::parse_train_options({"-h"}).has_value());
+}
+
+TEST_CASE("the LR schedules' forms") {
+    using K = oar::ScheduleOption::Kind;
+    CHECK(oar::parse_schedule("none").kind == K::none);
+    const auto st = oar::parse_schedule("step:3");
+    CHECK((st.kind == K::step && st.step_size == 3 && st.gamma == 0.1));
+    CHECK(oar::parse_schedule("step:2:0.5").gamma == 0.5);
+    CHECK(oar::parse_schedule("cosine").t_max == 0);
+    CHECK(oar::parse_schedule("cosine:12").t_max == 12);
+    const auto pl = oar::parse_schedule("plateau:2:0.3");
+    CHECK((pl.kind == K::plateau && pl.patience == 2 && pl.gamma == 0.3));
+    CHECK(oar::parse_schedule("plateau").patience == 10);
+}
+
+TEST_CASE("bad flags and values are usage errors that name the flag and the value") {
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+        {{"--model", "resnet"}, "--model must be linear, sigmoid-mlp, mlp or cnn, got 'resnet'"},
+        {{"--epochs", "0"}, "--epochs needs an integer >= 1, got '0'"},
+        {{"--epochs", "1e3"}, "--epochs needs an integer >= 1, got '1e3'"},
+        {{"--epochs", "+3"}, "--epochs needs an integer >= 1, got '+3'"},
+        {{"--epochs", "99999999999999999999999"}, "--epochs needs an integer >= 1, got '99999999999999999999999'"},
+        {{"--epochs", "2000000"}, "--epochs 2000000 is more than 1000000"},
+        {{"--batch-size", "-5"}, "--batch-size needs an integer >= 1, got '-5'"},
+        {{"--batch-size", "100000000"}, "--batch-size 100000000 is more than 16777216"},
+        {{"--lr", "nan"}, "--lr needs a finite number >= 0, got 'nan'"},
+        {{"--lr", "1e39"}, "--lr needs a finite number >= 0, got '1e39'"},  // not a float
+        {{"--lr", "-1"}, "--lr needs a finite number >= 0, got '-1'"},
+        {{"--l2", "0.1x"}, "--l2 needs a finite number >= 0, got '0.1x'"},
+        {{"--optimizer", "rmsprop"}, "--optimizer must be sgd, momentum, adagrad or adam, got 'rmsprop'"},
+        {{"--device", "tpu"}, "--device must be cpu, gpu or gpu:N (N a device number), got 'tpu'"},
+        {{"--device", "gpu:"}, "got 'gpu:'"},
+        {{"--device", "gpu:-1"}, "got 'gpu:-1'"},
+        {{"--lr-schedule", "exp:3"}, "--lr-schedule 'exp:3': unknown schedule"},
+        {{"--lr-schedule", "step"}, "--lr-schedule 'step': unknown schedule"},
+        {{"--lr-schedule", "step:0"}, "--lr-schedule step size needs an integer >= 1, got '0'"},
+        {{"--lr-schedule", "step:2:1.5"}, "the factor must be in (0, 1)"},
+        {{"--lr-schedule", "multistep:4,2"}, "milestones must increase"},
+        {{"--lr-schedule", "multistep:2,,4"}, "--lr-schedule milestone needs an integer >= 1, got ''"},
+        {{"--resume", "latest"}, "--resume latest needs --checkpoint-dir"},
+        {{"--frobnicate", "1"}, "unknown flag '--frobnicate' (see --help)"},
+        {{"--data"}, "--data needs a value (see --help)"},
+        {{"stray"}, "unexpected argument 'stray' (see --help)"},
+        {{"--"}, "unexpected argument '--'"},
+    };
+    for (const auto& c : cases) {
+        const std::string got = error_of(c.first);
+        INFO(c.first[0], " -> ", got);
+        CHECK(got.find(c.second) != std::string::npos);
+        CHECK(got.rfind("oar: ", 0) == 0);
+    }
+}
