@@ -221,6 +221,21 @@ TEST_CASE("a checkpoint restores weights, Adam's moments and step count, the lea
     CHECK(params_of(fresh) == params_of(net));
 }
 
+TEST_CASE("a checkpoint saved with torch-layout weights loads back through its layout metadata") {
+    TempDir dir;
+    SmallNet net(1);
+    oar::Momentum<> opt(net.parameters());
+    train_step(net, opt, 4, 3);
+    oar::save_checkpoint(dir.path.string(), "t", net, opt, at_epoch(4), oar::WeightLayout::torch);
+    CHECK(oar::io::read_safetensors(dir.file("t.safetensors")).at("1.weight").shape == std::vector<std::uint64_t>{8, 12});
+    SmallNet fresh(2);
+    oar::Momentum<> fresh_opt(fresh.parameters());
+    CHECK(oar::load_checkpoint(dir.path.string(), "t", fresh, fresh_opt).epoch == 4);
+    CHECK(params_of(fresh) == params_of(net));
+    const auto a = opt.state()[0].second, b = fresh_opt.state()[0].second;
+    CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+}
+
 TEST_CASE("a mismatched pair, another optimizer kind or a cut state file is refused before anything changes") {
     TempDir dir;
     const std::string d = dir.path.string();
