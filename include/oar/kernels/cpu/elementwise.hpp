@@ -3,13 +3,15 @@
 // CPU, xsimd `simd_apply` / `simd_backward`; the map kernel takes the SIMD path when it exists.
 #pragma once
 
+#include <algorithm> // std::min
 #include <cmath>    // std::exp, std::tanh
 #include <concepts> // std::same_as
 #include <cstddef>  // std::size_t
 
 #include "../../core/simd.hpp"  // xsimd::batch, select, exp, tanh
 
-#include "../../config.hpp"  // OAR_HOST_DEVICE, OAR_RESTRICT
+#include "../../config.hpp"            // OAR_HOST_DEVICE, OAR_RESTRICT
+#include "../../core/thread_pool.hpp"  // default_pool: large maps in chunks
 #include "../dispatch.hpp"   // kernel, op::map, op::map_backward
 
 namespace oar {
@@ -56,17 +58,34 @@ concept SimdFunctor = requires(const F f, xsimd::batch<T> b) {
     { f.simd_backward(b, b, b) } -> std::same_as<xsimd::batch<T>>;
 };
 
+namespace cpu_detail {
+/// Runs f(begin, end) over [0, n) in fixed chunks of 64 Ki elements on the default pool (serially
+/// when there is one chunk); elementwise results do not depend on the split.
+template <class F>
+void for_chunks(std::size_t n, F&& f) {
+    constexpr std::size_t chunk = std::size_t{1} << 16;
+    const std::size_t tasks = (n + chunk - 1) / chunk;
+    if (tasks <= 1) {
+        f(std::size_t{0}, n);
+        return;
+    }
+    default_pool().parallel_for(tasks, [&](std::size_t t) { f(t * chunk, std::min(n, (t + 1) * chunk)); });
+}
+}  // namespace cpu_detail
+
 /// kernel<op::map, cpu>::run(f, x, y, n): y[i] = f(x[i]); x == y (in place) is allowed.
 template <class T>
 struct kernel<op::map, basic_cpu<T>> {
     template <class F>
     static void run(const F& f, const T* x, T* y, std::size_t n) {
-        std::size_t i = 0;
-        if constexpr (SimdFunctor<F, T>) {
-            using B = xsimd::batch<T>;
-            for (; i + B::size <= n; i += B::size) f.simd_apply(B::load_unaligned(x + i)).store_unaligned(y + i);
-        }
-        for (; i < n; ++i) y[i] = f(x[i]);
+        cpu_detail::for_chunks(n, [&](std::size_t b, std::size_t e) {
+            std::size_t i = b;
+            if constexpr (SimdFunctor<F, T>) {
+                using B = xsimd::batch<T>;
+                for (; i + B::size <= e; i += B::size) f.simd_apply(B::load_unaligned(x + i)).store_unaligned(y + i);
+            }
+            for (; i < e; ++i) y[i] = f(x[i]);
+        });
     }
 };
 
@@ -75,14 +94,16 @@ template <class T>
 struct kernel<op::map_backward, basic_cpu<T>> {
     template <class F>
     static void run(const F& f, const T* x, const T* y, const T* dy, T* dx, std::size_t n) {
-        std::size_t i = 0;
-        if constexpr (SimdFunctor<F, T>) {
-            using B = xsimd::batch<T>;
-            for (; i + B::size <= n; i += B::size)
-                f.simd_backward(B::load_unaligned(x + i), B::load_unaligned(y + i), B::load_unaligned(dy + i))
-                    .store_unaligned(dx + i);
-        }
-        for (; i < n; ++i) dx[i] = f.backward(x[i], y[i], dy[i]);
+        cpu_detail::for_chunks(n, [&](std::size_t b, std::size_t e) {
+            std::size_t i = b;
+            if constexpr (SimdFunctor<F, T>) {
+                using B = xsimd::batch<T>;
+                for (; i + B::size <= e; i += B::size)
+                    f.simd_backward(B::load_unaligned(x + i), B::load_unaligned(y + i), B::load_unaligned(dy + i))
+                        .store_unaligned(dx + i);
+            }
+            for (; i < e; ++i) dx[i] = f.backward(x[i], y[i], dy[i]);
+        });
     }
 };
 

@@ -7,8 +7,9 @@
 
 #include "../../core/simd.hpp"  // xsimd::batch, select, swizzle: the 2x2 window
 
-#include "../../config.hpp"  // OAR_RESTRICT
-#include "../dispatch.hpp"   // kernel, op::*
+#include "../../config.hpp"            // OAR_RESTRICT
+#include "../../core/thread_pool.hpp"  // default_pool: planes in parallel
+#include "../dispatch.hpp"             // kernel, op::*
 #include "conv.hpp"          // ConvGeometry
 
 namespace oar {
@@ -96,10 +97,14 @@ template <class T>
 struct kernel<op::max_pool_forward, basic_cpu<T>> {
     static void run(const ConvGeometry& g, std::size_t n, const T* OAR_RESTRICT x, T* OAR_RESTRICT y) {
         const std::size_t oh = g.out_height(), ow = g.out_width(), planes = n * g.channels;
-        if (g.kernel == 2 && g.stride == 2) {
+        if (g.kernel == 2 && g.stride == 2) {  // planes in parallel: disjoint outputs
             const std::size_t W = g.width, hw = g.height * W;
-            cpu_detail::for_each_window_2x2(g, planes, x, [&](std::size_t p, std::size_t oy, std::size_t ox, unsigned a) {
-                y[(p * oh + oy) * ow + ox] = x[p * hw + (2 * oy + a / 2) * W + 2 * ox + a % 2];
+            default_pool().parallel_for(planes, [&](std::size_t q) {
+                const T* xq = x + q * hw;
+                T* yq = y + q * oh * ow;
+                cpu_detail::for_each_window_2x2(g, 1, xq, [&](std::size_t, std::size_t oy, std::size_t ox, unsigned a) {
+                    yq[oy * ow + ox] = xq[(2 * oy + a / 2) * W + 2 * ox + a % 2];
+                });
             });
             return;
         }
@@ -118,14 +123,19 @@ struct kernel<op::max_pool_backward, basic_cpu<T>> {
     static void run(const ConvGeometry& g, std::size_t n, const T* OAR_RESTRICT x, const T* OAR_RESTRICT dy,
                     T* OAR_RESTRICT dx) {
         const std::size_t oh = g.out_height(), ow = g.out_width(), planes = n * g.channels, hw = g.height * g.width;
-        for (std::size_t i = 0; i < planes * hw; ++i) dx[i] = T(0);
-        if (g.kernel == 2 && g.stride == 2) {
+        if (g.kernel == 2 && g.stride == 2) {  // planes in parallel: disjoint outputs
             const std::size_t W = g.width;
-            cpu_detail::for_each_window_2x2(g, planes, x, [&](std::size_t p, std::size_t oy, std::size_t ox, unsigned a) {
-                dx[p * hw + (2 * oy + a / 2) * W + 2 * ox + a % 2] = dy[(p * oh + oy) * ow + ox];
+            default_pool().parallel_for(planes, [&](std::size_t q) {
+                const T* dyq = dy + q * oh * ow;
+                T* dxq = dx + q * hw;
+                for (std::size_t i = 0; i < hw; ++i) dxq[i] = T(0);
+                cpu_detail::for_each_window_2x2(g, 1, x + q * hw, [&](std::size_t, std::size_t oy, std::size_t ox, unsigned a) {
+                    dxq[(2 * oy + a / 2) * W + 2 * ox + a % 2] = dyq[oy * ow + ox];
+                });
             });
             return;
         }
+        for (std::size_t i = 0; i < planes * hw; ++i) dx[i] = T(0);
         for (std::size_t p = 0; p < planes; ++p) {
             const T* in = x + p * hw;
             const T* d = dy + p * oh * ow;
