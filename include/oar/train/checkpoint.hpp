@@ -26,6 +26,7 @@
 // changes the network and the optimizer: never half-loaded. Errors name the file and the key, with
 // both shapes or dtypes: value_error (missing / unexpected key, dtype, optimizer kind), shape_error
 // (shape), format_error (a corrupt file or a mismatched pair), io_error (cannot open / write).
+// Headers checked with nvcc 13 too: nothing here includes simdjson (DESIGN.md, commitment 3).
 // Crash safety: every file is replaced atomically (io/atomic_file.hpp). The pair is two files, so
 // save_checkpoint keeps the previous weights as a hard link "<stem>.safetensors.prev" while it
 // replaces the weights and then the state file; if it is killed in between, load_checkpoint finds
@@ -349,7 +350,7 @@ inline void repair_pair(const std::string& wpath, const std::string& spath) {
 
 /// Saves weights, optimizer state and `state` as a pair of files (see the top of this header).
 template <class Net, Optimizer Opt>
-void save_checkpoint(const std::string& dir, const std::string& stem, Net& net, Opt& opt, const TrainingState& state,
+void save_checkpoint(const std::string& dir, const std::string& stem, const Net& net, Opt& opt, const TrainingState& state,
                      WeightLayout layout = WeightLayout::paddle) {
     using T = typename Net::value_type;
     std::error_code ec;
