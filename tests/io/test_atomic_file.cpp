@@ -7,6 +7,8 @@
 #include <fstream>     // std::ifstream, std::ofstream
 #include <stdexcept>   // std::runtime_error: an interrupted write
 #include <string>      // std::string
+#include <csignal>      // ::signal, SIGXFSZ: the file size limit fails writes instead of killing
+#include <sys/resource.h>  // ::setrlimit, RLIMIT_FSIZE: a write that fails midway
 #include <sys/wait.h>  // ::waitpid: a pid that no longer runs
 #include <unistd.h>    // ::fork, ::_exit, ::getpid
 
@@ -91,4 +93,36 @@ TEST_CASE("stale temporary files of dead writers are removed, a live writer's ar
     CHECK_FALSE(fs::exists(dir.file(".w.safetensors.tmp." + std::to_string(child) + ".abc123")));
     CHECK(fs::exists(dir.file(".w.safetensors.tmp." + std::to_string(::getpid()) + ".def456")));
     CHECK(fs::exists(dir.file(".other.tmp.1.x")));
+}
+
+TEST_CASE("a write that fails midway (file size limit) is an io_error, keeps the previous file and removes the temporary") {
+    oar_test::TempDir dir;
+    const std::string path = dir.file("big.bin");
+    std::ofstream(path) << "previous";
+    // In a child process: RLIMIT_FSIZE makes writes beyond 64 KiB fail with EFBIG (SIGXFSZ ignored),
+    // as a full disk would. Exit status: 0 all as promised, 1 no error, 2 wrong state, 3 wrong error.
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::signal(SIGXFSZ, SIG_IGN);
+        const rlimit lim{65536, 65536};
+        ::setrlimit(RLIMIT_FSIZE, &lim);
+        const std::string data(1 << 20, 'x');
+        try {
+            oar::io::write_file_atomically(path, data.data(), data.size());
+        } catch (const oar::io_error& e) {
+            const std::string msg = e.what();
+            if (msg.find(path) == std::string::npos || msg.find("cannot") == std::string::npos) ::_exit(3);
+            ::_exit(slurp(path) == "previous" && entries(dir.path) == 1 ? 0 : 2);
+        } catch (...) {
+            ::_exit(3);
+        }
+        ::_exit(1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(slurp(path) == "previous");
+    CHECK(entries(dir.path) == 1);
 }
