@@ -156,9 +156,11 @@ struct CourseLog {
     std::size_t every;
     void on_train_batch_end(const oar::Logs& l) {
         const std::size_t batch = l.step - 1;
-        if (every && batch % every == 0)
+        if (every && batch % every == 0) {
             say("epoch: %zu, batch: %zu, loss is: %.4f, acc is: %.4f\n", l.epoch, batch, l.loss,
                 l.metrics.empty() ? 0.0 : l.metrics[0].second);
+            flush_output();  // a pipe or a log file sees each line as it comes
+        }
     }
 };
 
@@ -292,7 +294,8 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
     if (tty) bar.c = std::make_unique<oar::ProgBarLogger>(oar::ProgBarOptions{.log_freq = fit.log_freq});
     CourseLog course{tty ? 0 : c.log_every};
     EpochLine epochs{static_cast<double>(w)};
-    oar::TerminateOnNonFinite guard;
+    // The loss and the weights after every update (cheap); a NaN names the step and the weight's layer.
+    oar::TerminateOnNonFinite guard({.layers = false});
     // Under MPI a signal reaches the ranks at different steps, and a rank that stops alone would
     // leave the others waiting in an allreduce: there the default action (the job ends) is kept.
     std::optional<oar::StopOnSignal> stop;

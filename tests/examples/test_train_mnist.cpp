@@ -1,10 +1,18 @@
 // train_mnist, the main job, run as a real process on IDX files written here: every model trains
-// and ends with the result line; bad flags and bad data print the reason and exit with status 2.
+// and ends with the result line; bad flags and bad data print the reason and exit with status 2;
+// logs and checkpoints land where asked; a resumed run and one stopped by a real signal and
+// resumed end bit for bit where an uninterrupted run ends.
 #include <doctest/doctest.h>
 
 #include <zlib.h>
 
+#include <algorithm>   // std::count
+#include <array>       // std::array: the read buffer
+#include <csignal>     // SIGINT, SIGTERM, kill
 #include <cstdint>
+#include <iterator>    // std::istreambuf_iterator
+#include <sys/wait.h>  // waitpid
+#include <unistd.h>    // fork, execv, pipe
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -214,4 +222,159 @@ TEST_CASE("unreadable or bad data prints the reason and exits with status 2") {
     const Run corrupt = run("--data " + tmp.path.string());
     CHECK(corrupt.status == 2);
     CHECK(corrupt.output.find("t10k-labels-idx1-ubyte.gz: ") != std::string::npos);
+}
+
+namespace {
+
+std::string file_bytes(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// Starts TRAIN_MNIST with `args` as a real child process, reads its output line by line and
+/// sends it `sig` once a line starts with `when`; returns its exit status (or -signal) and output.
+Run run_and_signal(const std::vector<std::string>& args, const std::string& when, int sig) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        std::vector<char*> argv{const_cast<char*>(TRAIN_MNIST)};
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(TRAIN_MNIST, argv.data());
+        _exit(127);
+    }
+    close(fds[1]);
+    Run r;
+    FILE* f = fdopen(fds[0], "r");
+    bool sent = false;
+    std::array<char, 4096> buf{};
+    while (std::fgets(buf.data(), buf.size(), f)) {
+        const std::string line = buf.data();
+        r.output += line;
+        if (!sent && line.rfind(when, 0) == 0) {
+            kill(pid, sig);
+            sent = true;
+        }
+    }
+    std::fclose(f);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+    CHECK(sent);
+    return r;
+}
+
+std::vector<std::string> split_args(const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string a; in >> a;) out.push_back(a);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("--log-dir holds the SVG curves, the CSV and a TensorBoard event file; --checkpoint-dir the safetensors") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 120);
+    write_set(tmp.path, "t10k", 30);
+    const fs::path logs = tmp.path / "logs", ck = tmp.path / "ck";
+    const Run r = run("--data " + tmp.path.string() + " --model mlp --epochs 2 --batch-size 20 --log-every 2 --log-dir " +
+                      logs.string() + " --checkpoint-dir " + ck.string());
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(std::regex_search(r.output, result_line));
+    CHECK(file_bytes(logs / "curves.svg").find("<svg") != std::string::npos);
+    const std::string csv = file_bytes(logs / "train.csv");
+    CHECK(csv.rfind("epoch,global_step,loss,acc,eval_loss,eval_acc,lr,train_seconds\n1,6,", 0) == 0);
+    CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);
+    std::size_t events = 0;
+    for (const auto& e : fs::directory_iterator(logs)) events += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+    CHECK(events == 1);
+    CHECK(fs::exists(logs / "workerlog.0"));
+    for (const char* stem : {"latest", "best", "epoch_1", "epoch_2"}) {
+        CHECK(fs::exists(ck / (std::string(stem) + ".safetensors")));
+        CHECK(fs::exists(ck / (std::string(stem) + ".state.safetensors")));
+    }
+}
+
+TEST_CASE("train_mnist stopped after epoch 2 and resumed to epoch 4 ends bit for bit as an uninterrupted 4-epoch run") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 150);
+    write_set(tmp.path, "t10k", 30);
+    // the MLP has dropout, Adam has moments and a step count, the schedule decays each epoch
+    const std::string args = "--data " + tmp.path.string() +
+                             " --model mlp --batch-size 16 --log-every 3 --lr 0.003 --lr-schedule step:1:0.7 --seed 5";
+    const Run whole = run(args + " --epochs 4 --checkpoint-dir " + (tmp.path / "a").string());
+    const Run first = run(args + " --epochs 2 --checkpoint-dir " + (tmp.path / "b").string());
+    const Run rest = run(args + " --epochs 4 --checkpoint-dir " + (tmp.path / "b").string() + " --resume latest");
+    INFO(whole.output, first.output, rest.output);
+    REQUIRE(whole.status == 0);
+    REQUIRE(first.status == 0);
+    REQUIRE(rest.status == 0);
+    CHECK(rest.output.find("resumed from " + (tmp.path / "b").string() + "/latest: epoch 2, step 0 of it, 20 steps") !=
+          std::string::npos);
+    const std::string a = file_bytes(tmp.path / "a" / "epoch_4.safetensors");
+    CHECK(a.size() > 400000);
+    CHECK(a == file_bytes(tmp.path / "b" / "epoch_4.safetensors"));
+    CHECK(file_bytes(tmp.path / "a" / "latest.state.safetensors") == file_bytes(tmp.path / "b" / "latest.state.safetensors"));
+    // the epochs after the resume print what the uninterrupted run printed for them
+    const auto tail = [](const std::string& out) { return learning(out.substr(out.find("epoch: 2, batch: 0,"))); };
+    CHECK(tail(whole.output) == tail(rest.output));
+    CHECK(tail(whole.output).find("epoch 3: ") != std::string::npos);
+    // a different seed cannot resume this run
+    const Run wrong = run("--data " + tmp.path.string() + " --model mlp --epochs 4 --checkpoint-dir " +
+                          (tmp.path / "b").string() + " --resume latest --seed 6");
+    CHECK(wrong.status == 2);
+    CHECK(wrong.output.find("--seed 6 differs from the checkpoint's seed 5") != std::string::npos);
+}
+
+TEST_CASE("a real SIGINT or SIGTERM stops train_mnist after the step, saves a checkpoint, and resuming it ends like an uninterrupted run") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 200);
+    write_set(tmp.path, "t10k", 30);
+    const std::string args = "--data " + tmp.path.string() + " --model cnn --batch-size 10 --log-every 1 --epochs 3 --seed 2";
+    const Run whole = run(args + " --checkpoint-dir " + (tmp.path / "whole").string());
+    REQUIRE(whole.status == 0);
+    for (const int sig : {SIGINT, SIGTERM}) {
+        const std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        const fs::path ck = tmp.path / name;
+        const Run stopped = run_and_signal(split_args(args + " --checkpoint-dir " + ck.string()), "epoch: 1, batch: 3,", sig);
+        INFO(stopped.output);
+        CHECK(stopped.status == 0);
+        CHECK(stopped.output.find("oar: " + name + " received: stopping after this step") != std::string::npos);
+        CHECK(stopped.output.find("stopped by " + name + " after training step ") != std::string::npos);
+        CHECK(stopped.output.find("checkpoint saved: " + ck.string() + "/latest") != std::string::npos);
+        CHECK(stopped.output.find("result: ") == std::string::npos);
+        CHECK(stopped.output.find("epoch: 2, batch: 0,") == std::string::npos);  // it did stop inside epoch 1
+        const Run resumed = run(args + " --checkpoint-dir " + ck.string() + " --resume " + ck.string());
+        INFO(resumed.output);
+        CHECK(resumed.status == 0);
+        CHECK(resumed.output.find("resumed from " + ck.string() + "/latest: epoch 1, step ") != std::string::npos);
+        CHECK(file_bytes(tmp.path / "whole" / "epoch_3.safetensors") == file_bytes(ck / "epoch_3.safetensors"));
+    }
+}
+
+TEST_CASE("--device gpu is parsed but refused for now, with a message and status 2; --lr-schedule changes the rate") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 60);
+    write_set(tmp.path, "t10k", 20);
+    const Run gpu = run("--data " + tmp.path.string() + " --device gpu:1");
+    CHECK(gpu.status == 2);
+    CHECK(gpu.output.find("train_mnist: oar: --device gpu:1: train_mnist trains on the CPU only so far") != std::string::npos);
+    const Run bad = run("--device tpu");
+    CHECK(bad.status == 2);
+    CHECK(bad.output.find("--device must be cpu, gpu or gpu:N") != std::string::npos);
+    const Run sched = run("--data " + tmp.path.string() + " --model mlp --epochs 3 --batch-size 20 --lr-schedule step:1:0.5");
+    INFO(sched.output);
+    CHECK(sched.status == 0);
+    CHECK(sched.output.find("epoch 0: ") != std::string::npos);
+    CHECK(sched.output.find(", lr 0.001\n") != std::string::npos);
+    CHECK(sched.output.find(", lr 0.0005\n") != std::string::npos);
+    CHECK(sched.output.find(", lr 0.00025\n") != std::string::npos);
 }

@@ -79,6 +79,20 @@ TEST_CASE("TerminateOnNonFinite stops fit at the first NaN, naming the training 
                          oar::non_finite_error);
 }
 
+TEST_CASE("with the layers unwatched, TerminateOnNonFinite still stops at the bad weight after the update, naming it") {
+    const auto train = oar_test::toy_set(80);
+    oar_test::ToyNet net(1);
+    oar::Adam opt(net.parameters(), {.learning_rate = 0.01f});
+    oar::Model model(net);
+    model.prepare(opt);
+    oar::TerminateOnNonFinite guard({.layers = false});
+    CHECK_THROWS_WITH_AS(model.fit(train, {.epochs = 2, .batch_size = 10}, PoisonWeight{3}, guard),
+                         doctest::Contains("non-finite value after the optimizer step of training step 2: parameter "
+                                           "1.weight element 5 of [36, 16] (at [0, 5]) is nan"),
+                         oar::non_finite_error);
+    CHECK(model.num_layer_hooks() == 0);
+}
+
 TEST_CASE("without TerminateOnNonFinite a NaN weight trains on silently, so the guard is what stops it") {
     const auto train = oar_test::toy_set(80);
     oar_test::ToyNet net(1);

@@ -17,14 +17,24 @@
 
 namespace oar {
 
+struct TerminateOnNonFiniteOptions {
+    /// Watch every layer's output and gradients (NonFiniteGuard: names the layer and tensor where
+    /// a NaN first appears; a scan of every activation, a few percent of a CNN step). Off: only the
+    /// loss and the weights after each update are checked (the weight's key names its layer).
+    bool layers = true;
+    NonFiniteGuardOptions guard{};
+};
+
 /// Stops fit at the first non-finite value: in a layer's forward or backward (NonFiniteGuard),
 /// in the loss, or in the weights after the optimizer's step. The non_finite_error leaves fit.
 class TerminateOnNonFinite {
 public:
-    explicit TerminateOnNonFinite(NonFiniteGuardOptions o = {}) : guard_(std::make_shared<NonFiniteGuard>(o)) {}
+    explicit TerminateOnNonFinite(TerminateOnNonFiniteOptions o = {})
+        : layers_(o.layers), guard_(std::make_shared<NonFiniteGuard>(o.guard)) {}
 
     template <class M>
     void on_train_begin(M& model, const Logs&) {
+        if (!layers_) return;
         auto g = guard_;
         model.add_layer_hook([g](const LayerEvent& e) { g->on_forward(e); },
                              [g](const LayerEvent& e) { g->on_backward(e); });
@@ -38,6 +48,7 @@ public:
     }
 
 private:
+    bool layers_;
     std::shared_ptr<NonFiniteGuard> guard_;
 };
 
