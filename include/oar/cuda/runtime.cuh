@@ -106,27 +106,6 @@ inline int current_device() {
     return d;
 }
 
-/// Makes backend B's device current while alive (nothing for oar::cuda, which uses the current one).
-template <class B>
-class DeviceGuard {
-public:
-    DeviceGuard() {
-        if constexpr (B::device >= 0) {
-            previous_ = current_device();
-            if (previous_ != B::device) use_device(B::device);
-        }
-    }
-    ~DeviceGuard() {
-        if constexpr (B::device >= 0)
-            if (previous_ != B::device) (void)cudaSetDevice(previous_);
-    }
-    DeviceGuard(const DeviceGuard&) = delete;
-    DeviceGuard& operator=(const DeviceGuard&) = delete;
-
-private:
-    int previous_ = -1;
-};
-
 /// The stream oar's kernels run on for this thread (the legacy default stream unless set): the
 /// copy streams below are non-blocking, so copies on them overlap this stream's kernels.
 inline cudaStream_t& compute_stream() {
