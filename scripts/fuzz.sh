@@ -12,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seconds="${FUZZ_SECONDS:-60}"
 jobs="${FUZZ_JOBS:-2}"
-targets=(${FUZZ_TARGETS:-fuzz_idx fuzz_cifar10 fuzz_mnist_json fuzz_gzip fuzz_safetensors})
+targets=(${FUZZ_TARGETS:-fuzz_idx fuzz_cifar10 fuzz_mnist_json fuzz_gzip fuzz_safetensors fuzz_options})
 work="${FUZZ_WORK:-build/fuzz/run}"
 bin=build/fuzz/fuzz
 
