@@ -9,8 +9,13 @@
 #include <filesystem>  // std::filesystem::file_size, exists
 #include <fstream>     // std::ofstream: python scripts
 #include <map>         // std::map: metadata
+#include <new>         // std::bad_alloc: what trusting a claimed size would throw under RLIMIT_AS
 #include <string>      // std::string
 #include <vector>      // std::vector
+
+#include <sys/resource.h>  // ::setrlimit, RLIMIT_AS: the address-space limit of the child
+#include <sys/wait.h>      // ::waitpid
+#include <unistd.h>        // ::fork, ::_exit
 
 #include <oar/io/safetensors.hpp>  // under test
 
@@ -289,3 +294,43 @@ print("written")
     CHECK(contains(msg, f16));
     CHECK(contains(msg, "tensor 'half.weight': dtype 'F16' is not supported"));
 }
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // their shadow memory needs terabytes of address space
+TEST_CASE("huge claimed sizes are refused within 400 MB of address space (a child under RLIMIT_AS), never allocated") {
+    TempDir dir;
+    const std::string path = dir.file("claims.safetensors");
+    // Exit status: 0 every claim refused with format_error, 1 one was accepted, 2 bad_alloc (a claim was trusted).
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        const rlimit lim{400ull << 20, 400ull << 20};
+        ::setrlimit(RLIMIT_AS, &lim);
+        const std::vector<std::vector<std::byte>> files{
+            make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8),
+            make_file(R"({"a":{"dtype":"F64","shape":[1000000000,1000],"data_offsets":[0,8000000000000]}})", 64),
+            make_file(R"({"a":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,18446744073709551615]}})", 64),
+        };
+        int status = 0;
+        for (std::size_t k = 0; k < files.size(); ++k) {
+            auto b = files[k];
+            if (k == 0) {
+                const std::uint64_t claim = oar::io::max_header_bytes - 8;  // under the cap, beyond the file
+                std::memcpy(b.data(), &claim, 8);
+            }
+            write_bytes(path, b);
+            try {
+                (void)oar::io::read_safetensors(path);
+                status = 1;
+            } catch (const oar::format_error&) {
+            } catch (const std::bad_alloc&) {
+                status = 2;
+            }
+        }
+        ::_exit(status);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+}
+#endif
