@@ -25,15 +25,15 @@ using CNN = oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool
 using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::Dropout<20>, oar::Linear<64, 10>>;
 using Image = oar::Shape<1, 28, 28>;
 
-template <class Seq>
+template <class Seq, template <class> class Opt = oar::Adam>
 void compare_training(std::size_t batch, int steps) {
     oar::Network<Seq, Image, oar::cpu> host(7);
     oar::Network<Seq, Image, oar::cuda> dev(7);
     CHECK(oar_test::max_rel_diff(std::vector<float>(host.parameters().values().begin(), host.parameters().values().end()),
                                  std::vector<float>(dev.parameters().to_host().values().begin(),
                                                     dev.parameters().to_host().values().end())) == 0.0);
-    oar::Adam<oar::cpu> opt_h(host.parameters());
-    oar::Adam<oar::cuda> opt_d(dev.parameters());
+    Opt<oar::cpu> opt_h(host.parameters());
+    Opt<oar::cuda> opt_d(dev.parameters());
     oar::CrossEntropyLoss<oar::cpu> loss_h;
     oar::CrossEntropyLoss<oar::cuda> loss_d;
     for (int s = 0; s < steps; ++s) {
@@ -68,6 +68,12 @@ void compare_training(std::size_t batch, int steps) {
 
 TEST_CASE("the course CNN trains on the GPU as on the CPU: logits, loss, gradients and Adam steps agree") {
     compare_training<CNN>(16, 3);
+}
+
+TEST_CASE("SGD, Momentum and Adagrad on the GPU step as on the CPU") {
+    compare_training<MLP, oar::SGD>(16, 2);
+    compare_training<MLP, oar::Momentum>(16, 2);
+    compare_training<MLP, oar::Adagrad>(16, 2);
 }
 
 TEST_CASE("an MLP with Dropout on the GPU draws the CPU's dropout masks") {

@@ -7,7 +7,7 @@
 // run here instead because their CPU code touches memory on the host or works per sample:
 // Conv2D (batched: one im2col and one cuBLAS GEMM for the whole batch), Dropout (the CPU's
 // counter-based mask drawn on the device) and Flatten (a device copy).
-// Also here: DeviceParameterSet, Adam/SGD on the device, CrossEntropyLoss on the device, and
+// Also here: DeviceParameterSet, SGD/Momentum/Adagrad/Adam on the device, CrossEntropyLoss on the device, and
 // BatchStager (host-to-device batch copies from pinned memory on a copy stream).
 #pragma once
 
@@ -26,7 +26,9 @@
 #include "../layers/flatten.hpp"       // Flatten
 #include "../loss/cross_entropy.hpp"   // CrossEntropyLoss (primary template)
 #include "../nn/network.hpp"           // Network (primary template)
+#include "../optim/adagrad.hpp"        // Adagrad, AdagradOptions
 #include "../optim/adam.hpp"           // Adam, AdamOptions
+#include "../optim/momentum.hpp"       // Momentum, MomentumOptions
 #include "../optim/sgd.hpp"            // SGD, SGDOptions
 #include "kernels.cuh"                 // kernel<op::X, cuda>, batched conv, dropout
 #include "runtime.cuh"                 // device_buffer, pinned_buffer, Stream, Event
@@ -429,6 +431,66 @@ public:
 private:
     parameter_set* params_;
     float lr_, l2_;
+};
+
+/// Momentum on the device (momentum_fn, one launch), velocity in device memory.
+template <int D>
+class Momentum<basic_cuda<D>> {
+public:
+    using value_type = float;
+    using parameter_set = DeviceParameterSet;
+    explicit Momentum(parameter_set& params, MomentumOptions o = {})
+        : params_(&params), lr_(detail::checked_rate("Momentum", "learning_rate", o.learning_rate)),
+          l2_(detail::checked_rate("Momentum", "L2Decay coefficient", o.weight_decay.coeff)),
+          mu_(detail::checked_rate("Momentum", "momentum", o.momentum)), nesterov_(o.use_nesterov),
+          velocity_(params.values().size()) {
+        velocity_.zero();
+    }
+    void step() {
+        kernel<op::fused_update, basic_cuda<D>>::run(momentum_fn{lr_, l2_, mu_, nesterov_}, params_->values().size(),
+                                                     params_->values().data(), params_->grads().data(),
+                                                     velocity_.data(), nullptr);
+    }
+    void clear_grad() { params_->clear_grad(); }
+    float learning_rate() const { return lr_; }
+    void set_learning_rate(float lr) { lr_ = detail::checked_rate("Momentum", "learning_rate", lr); }
+    std::vector<std::pair<std::string, std::span<float>>> state() { return {{"velocity", {velocity_.data(), velocity_.size()}}}; }
+
+private:
+    parameter_set* params_;
+    float lr_, l2_, mu_;
+    bool nesterov_;
+    cuda_runtime::device_buffer<float> velocity_;
+};
+
+/// Adagrad on the device (adagrad_fn, one launch), the accumulator in device memory.
+template <int D>
+class Adagrad<basic_cuda<D>> {
+public:
+    using value_type = float;
+    using parameter_set = DeviceParameterSet;
+    explicit Adagrad(parameter_set& params, AdagradOptions o = {})
+        : params_(&params), lr_(detail::checked_rate("Adagrad", "learning_rate", o.learning_rate)),
+          l2_(detail::checked_rate("Adagrad", "L2Decay coefficient", o.weight_decay.coeff)),
+          eps_(detail::checked_rate("Adagrad", "epsilon", o.epsilon)), moment_(params.values().size()) {
+        const std::vector<float> init(moment_.size(), detail::checked_rate("Adagrad", "initial_accumulator_value",
+                                                                           o.initial_accumulator_value));
+        moment_.copy_from_host(init.data(), init.size());
+    }
+    void step() {
+        kernel<op::fused_update, basic_cuda<D>>::run(adagrad_fn{lr_, l2_, eps_}, params_->values().size(),
+                                                     params_->values().data(), params_->grads().data(), moment_.data(),
+                                                     nullptr);
+    }
+    void clear_grad() { params_->clear_grad(); }
+    float learning_rate() const { return lr_; }
+    void set_learning_rate(float lr) { lr_ = detail::checked_rate("Adagrad", "learning_rate", lr); }
+    std::vector<std::pair<std::string, std::span<float>>> state() { return {{"moment", {moment_.data(), moment_.size()}}}; }
+
+private:
+    parameter_set* params_;
+    float lr_, l2_, eps_;
+    cuda_runtime::device_buffer<float> moment_;
 };
 
 /// paddle.nn.CrossEntropyLoss on the device: logits in device memory, labels from the host
