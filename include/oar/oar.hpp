@@ -36,4 +36,13 @@
 #include "data/sampler.hpp"         // SequentialSampler, RandomSampler, BatchedSampler, DistributedBatchSampler
 #include "data/dataloader.hpp"      // DataLoader, Batch, LoaderOptions
 #include "data/cifar10.hpp"         // load_cifar10: a folder or cifar-10-binary.tar.gz
+#include "train/model.hpp"            // Model: prepare / fit / evaluate / predict, Logs, History
+#include "train/progress.hpp"         // ProgBarLogger
+#include "train/loggers.hpp"          // CSVLogger, TensorBoardLogger, CurvesLogger
+#include "train/model_checkpoint.hpp" // ModelCheckpoint
+#include "train/early_stopping.hpp"   // EarlyStopping
+#include "train/lr_scheduler.hpp"     // LRScheduler (the callback)
+#include "train/diagnostics.hpp"      // TerminateOnNonFinite, Diagnostics
+#include "train/signals.hpp"          // StopOnSignal
+#include "train/options.hpp"          // parse_train_options: train_mnist's flags
 // Not here: data/mnist_json.hpp (simdjson; include it yourself from a .cpp, never from CUDA code).
