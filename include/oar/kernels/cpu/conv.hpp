@@ -3,11 +3,13 @@
 // The batch kernels run samples in parallel on the default pool (each sample's GEMM on one
 // thread, its columns in thread-local scratch); the weight gradient is summed per fixed group of
 // samples and the groups are added in order, so the result does not depend on the thread count.
-// Forward fuses the bias (C starts as the bias, beta = 1); with stride 1 the input gradient is a
-// convolution of dy with the flipped, transposed weights (one more NN GEMM, no col2im scatter).
+// Stride 1 runs on pitched columns (conv_stride1_sample: contiguous copies, no bounds per row),
+// with the bias added as the valid columns are copied out; other strides fuse the bias by starting
+// C at the bias (beta = 1). With stride 1 the input gradient is a convolution of dy with the
+// flipped, transposed weights (one more NN GEMM, no col2im scatter).
 #pragma once
 
-#include <algorithm>  // std::min, std::max, std::fill
+#include <algorithm>  // std::min, std::max, std::fill, std::copy
 #include <cstddef>    // std::size_t
 
 #include "../../config.hpp"            // OAR_RESTRICT
@@ -178,7 +180,44 @@ namespace cpu_detail {
 /// Samples per weight-gradient group: partial sums are per group, added in group order.
 inline constexpr std::size_t conv_dw_group = 4;
 /// Scratch slots (gemm uses 0 and 1).
-inline constexpr int slot_cols = 2, slot_dcols = 3, slot_partials = 4, slot_flipped = 5;
+inline constexpr int slot_cols = 2, slot_dcols = 3, slot_partials = 4, slot_flipped = 5, slot_padded = 6,
+                     slot_out = 7;
+
+/// One sample of a stride-1 convolution by pitched columns: out (M, OH, OW) = w (M, C*K*K) conv x
+/// (C, H, W) [+ bias]. x is first copied into a zero-padded (C, Hp, Wp) image; with the row pitch
+/// Wp, column row (c, ky, kx) is then one contiguous run of OH*Wp values from padded(c, ky, kx)
+/// (no per-row bounds or fills), the GEMM also computes the Wp - OW columns past each output row,
+/// and the valid columns are copied out with the bias added.
+template <class T>
+void conv_stride1_sample(const ConvGeometry& g, std::size_t M, const T* x, const T* w, const T* bias, T* out) {
+    const std::size_t C = g.channels, H = g.height, W = g.width, K = g.kernel, pad = g.pad;
+    const std::size_t Hp = H + 2 * pad, Wp = W + 2 * pad, OH = g.out_height(), OW = g.out_width();
+    const std::size_t J = OH * Wp, ckk = g.col_rows(), plane = Hp * Wp;
+    T* padded = scratch<T, slot_padded>(C * plane + K);  // + K: the last run reads K-1 past the end
+    std::fill(padded, padded + C * plane + K, T(0));
+    for (std::size_t c = 0; c < C; ++c)
+        for (std::size_t iy = 0; iy < H; ++iy) {
+            const T* src = x + (c * H + iy) * W;
+            std::copy(src, src + W, padded + c * plane + (iy + pad) * Wp + pad);
+        }
+    T* col = scratch<T, slot_cols>(ckk * J);  // (CKK, OH*Wp)
+    for (std::size_t c = 0; c < C; ++c)
+        for (std::size_t ky = 0; ky < K; ++ky)
+            for (std::size_t kx = 0; kx < K; ++kx) {
+                const T* src = padded + c * plane + ky * Wp + kx;
+                std::copy(src, src + J, col + ((c * K + ky) * K + kx) * J);
+            }
+    T* wide = scratch<T, slot_out>(M * J);  // (M, OH*Wp)
+    kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, M, J, ckk, T(1), w, ckk, col, J, T(0), wide, J);
+    for (std::size_t o = 0; o < M; ++o) {
+        const T b = bias ? bias[o] : T(0);
+        for (std::size_t oy = 0; oy < OH; ++oy) {
+            const T* src = wide + o * J + oy * Wp;
+            T* dst = out + (o * OH + oy) * OW;
+            for (std::size_t ox = 0; ox < OW; ++ox) dst[ox] = src[ox] + b;
+        }
+    }
+}
 }  // namespace cpu_detail
 
 /// kernel<op::conv2d_forward, cpu>::run(g, out_c, n, x, w, b, y):
@@ -189,6 +228,10 @@ struct kernel<op::conv2d_forward, basic_cpu<T>> {
                     T* y) {
         const std::size_t P = g.col_cols(), ckk = g.col_rows(), in_size = g.channels * g.height * g.width;
         default_pool().parallel_for(n, [&](std::size_t s) {
+            if (g.stride == 1) {
+                cpu_detail::conv_stride1_sample(g, out_c, x + s * in_size, w, b, y + s * out_c * P);
+                return;
+            }
             T* col = cpu_detail::scratch<T, cpu_detail::slot_cols>(ckk * P);  // (CKK, P)
             kernel<op::im2col, basic_cpu<T>>::run(g, x + s * in_size, col);
             T* ys = y + s * out_c * P;  // (out_c, P), starts as the bias: the GEMM adds to it
@@ -208,7 +251,7 @@ struct kernel<op::conv2d_backward, basic_cpu<T>> {
                     T* dw, T* db, T* dx) {
         using namespace cpu_detail;
         const std::size_t P = g.col_cols(), ckk = g.col_rows(), in_size = g.channels * g.height * g.width;
-        const std::size_t K = g.kernel, C = g.channels, HW = g.height * g.width;
+        const std::size_t K = g.kernel, C = g.channels;
         const std::size_t groups = (n + conv_dw_group - 1) / conv_dw_group, wsize = out_c * ckk;
         T* partials = scratch<T, slot_partials>(groups * wsize);  // (groups, out_c, CKK)
         // With stride 1, dx = conv(dy, flipped w) with padding K-1-pad: wf (C, out_c*K*K).
@@ -235,10 +278,7 @@ struct kernel<op::conv2d_backward, basic_cpu<T>> {
                 if (!dx) continue;
                 T* dxs = dx + s * in_size;  // (C, H*W)
                 if (flipped) {
-                    T* dcol = scratch<T, slot_dcols>(gd.col_rows() * HW);  // (out_c*K*K, H*W)
-                    kernel<op::im2col, basic_cpu<T>>::run(gd, dys, dcol);
-                    kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, C, HW, gd.col_rows(), T(1), wf,
-                                                       gd.col_rows(), dcol, HW, T(0), dxs, HW);
+                    conv_stride1_sample(gd, C, dys, wf, static_cast<const T*>(nullptr), dxs);
                 } else {
                     T* dcol = scratch<T, slot_dcols>(ckk * P);  // (CKK, P)
                     kernel<op::gemm, basic_cpu<T>>::run(Trans::yes, Trans::no, ckk, P, out_c, T(1), w, ckk, dys, P,
