@@ -30,6 +30,7 @@
 #include "../optim/adam.hpp"           // Adam, AdamOptions
 #include "../optim/momentum.hpp"       // Momentum, MomentumOptions
 #include "../optim/sgd.hpp"            // SGD, SGDOptions
+#include "../kernels/cuda/conv_plan.hpp"  // conv2d_forward / conv2d_backward over an executor
 #include "kernels.cuh"                 // kernel<op::X, cuda>, batched conv, dropout
 #include "runtime.cuh"                 // device_buffer, pinned_buffer, Stream, Event
 
@@ -47,16 +48,35 @@ inline constexpr bool is_dropout = false;
 template <std::size_t P>
 inline constexpr bool is_dropout<Dropout<P>> = true;
 
-/// Device workspace per sample that the batched Conv2D needs: col + dcol (C*K*K, P) and (OutC, P).
+/// Device workspace per sample that the batched Conv2D needs (cuda_kernels::conv_plan_workspace).
 template <class L>
 constexpr std::size_t conv_workspace_per_sample(Dims in) {
-    if constexpr (conv_traits<L>::value) {
-        const auto g = L::geometry(in);
-        return (2 * g.col_rows() + conv_traits<L>::out_channels) * g.col_cols();
-    } else {
-        return 0;
-    }
+    if constexpr (conv_traits<L>::value) return cuda_kernels::conv_plan_workspace(L::geometry(in), conv_traits<L>::out_channels, 1);
+    else return 0;
 }
+
+/// The conv plan's steps as CUDA launches and cuBLAS calls on the compute stream.
+template <class B>
+struct CudaExec {
+    void im2col(const ConvGeometry& g, std::size_t n, const float* x, float* col) { cuda_kernels::im2col_batched(g, n, x, col); }
+    void col2im(const ConvGeometry& g, std::size_t n, const float* col, float* dx) { cuda_kernels::col2im_batched(g, n, col, dx); }
+    void gemm(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A, std::size_t lda,
+              const float* Bm, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+        kernel<op::gemm, B>::run(ta, tb, M, N, K, alpha, A, lda, Bm, ldb, beta, C, ldc);
+    }
+    void ncp_from_cnp(const float* src, float* dst, const float* bias, std::size_t n, std::size_t c, std::size_t p) {
+        cuda_kernels::ncp_from_cnp(src, dst, bias, n, c, p);
+    }
+    void cnp_from_ncp(const float* src, float* dst, std::size_t n, std::size_t c, std::size_t p) {
+        cuda_kernels::cnp_from_ncp(src, dst, n, c, p);
+    }
+    void bias_grad(const float* dy, float* db, std::size_t n, std::size_t c, std::size_t inner) {
+        kernel<op::bias_grad, B>::run(dy, db, n, c, inner);
+    }
+    void zero(float* p, std::size_t count) {
+        OAR_CUDA_CHECK(cudaMemsetAsync(p, 0, count * sizeof(float), cuda_runtime::compute_stream()));
+    }
+};
 }  // namespace cuda_detail
 
 /// A network's parameters and gradients in device memory, with the CPU set's table of named
@@ -263,16 +283,9 @@ private:
         const std::size_t n = batch_;
         auto& layer = std::get<I>(layers_);
         if constexpr (cuda_detail::conv_traits<L>::value) {
-            constexpr std::size_t OutC = cuda_detail::conv_traits<L>::out_channels, CKK = L::ckk;
-            const auto g = L::geometry(in);
-            const std::size_t nP = n * g.col_cols();
-            float* col = ctx_.workspace;       // (CKK, n*P)
-            float* ycnp = col + CKK * nP;      // (OutC, n*P)
-            cuda_kernels::im2col_batched(g, n, x, col);
-            kernel<op::gemm, backend>::run(Trans::no, Trans::no, OutC, nP, CKK, 1.0f, ctx_.params, CKK, col, nP, 0.0f,
-                                           ycnp, nP);  // (OutC,CKK) x (CKK,nP)
-            cuda_kernels::ncp_from_cnp(static_cast<const float*>(ycnp), y, ctx_.params + L::bias_offset, n, OutC,
-                                       g.col_cols());  // -> (n,OutC,P) + bias
+            cuda_detail::CudaExec<backend> ex;
+            cuda_kernels::conv2d_forward(ex, L::geometry(in), cuda_detail::conv_traits<L>::out_channels, n, ctx_.params,
+                                         ctx_.params + L::bias_offset, x, y, ctx_.workspace);
         } else if constexpr (cuda_detail::is_dropout<L>) {
             dropout(layer.p, I, ctx_.step, x, y, n * in.size());
         } else if constexpr (std::is_same_v<L, Flatten>) {
@@ -309,23 +322,9 @@ private:
         const std::size_t n = batch_;
         auto& layer = std::get<I>(layers_);
         if constexpr (cuda_detail::conv_traits<L>::value) {
-            constexpr std::size_t OutC = cuda_detail::conv_traits<L>::out_channels, CKK = L::ckk;
-            const auto g = L::geometry(in);
-            const std::size_t P = g.col_cols(), nP = n * P;
-            float* col = ctx_.workspace;         // (CKK, n*P)
-            float* dycnp = col + CKK * nP;       // (OutC, n*P)
-            float* dcol = dycnp + OutC * nP;     // (CKK, n*P)
-            cuda_kernels::cnp_from_ncp(dyp, dycnp, n, OutC, P);
-            cuda_kernels::im2col_batched(g, n, x, col);
-            kernel<op::gemm, backend>::run(Trans::no, Trans::yes, OutC, CKK, nP, 1.0f, dycnp, nP, col, nP, 1.0f,
-                                           ctx_.grads, CKK);  // dW += dy col^T
-            kernel<op::bias_grad, backend>::run(dyp, ctx_.grads + L::bias_offset, n, OutC, P);
-            if (dx) {
-                kernel<op::gemm, backend>::run(Trans::yes, Trans::no, CKK, nP, OutC, 1.0f, ctx_.params, CKK, dycnp, nP,
-                                               0.0f, dcol, nP);  // dcol = W^T dy
-                OAR_CUDA_CHECK(cudaMemsetAsync(dx, 0, n * in.size() * sizeof(float), cuda_runtime::compute_stream()));
-                cuda_kernels::col2im_batched(g, n, static_cast<const float*>(dcol), dx);
-            }
+            cuda_detail::CudaExec<backend> ex;
+            cuda_kernels::conv2d_backward(ex, L::geometry(in), cuda_detail::conv_traits<L>::out_channels, n, ctx_.params,
+                                          x, dyp, ctx_.grads, ctx_.grads + L::bias_offset, dx, ctx_.workspace);
         } else if constexpr (cuda_detail::is_dropout<L>) {
             if (dx) dropout(layer.p, I, ctx_.step, dyp, dx, n * in.size());
         } else if constexpr (std::is_same_v<L, Flatten>) {

@@ -1,0 +1,138 @@
+// Tests of oar/kernels/cuda/conv_plan.hpp: the CUDA backend's batched Conv2D, run step by step
+// with emulated launches of its kernel bodies and the CPU GEMM in place of cuBLAS, equals the CPU
+// Conv2D layer (forward output and input gradient; weight and bias gradients against the layer in
+// double, since the batch-wide GEMM sums in another order) to 1e-5, for the
+// course's two convolutions and for stride / no-padding variants.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <oar/kernels/cuda/conv_plan.hpp>  // the header under test
+
+#include <oar/core/context.hpp>         // Context<cpu> for the reference layer
+#include <oar/kernels/cuda/bodies.hpp>  // the bodies the executor launches
+#include <oar/layers/conv2d.hpp>        // the CPU reference: Conv2D
+
+#include <algorithm>  // std::max
+#include <cmath>      // std::abs
+#include <cstddef>    // std::size_t
+#include <vector>     // std::vector
+
+#include "cuda/emulate.hpp"    // emulate_launch, emulate_phased_launch
+#include "support/random.hpp"  // random_vector
+
+namespace {
+
+namespace ck = oar::cuda_kernels;
+
+/// The plan's steps with every kernel body run through an emulated launch (the grid the CUDA
+/// wrappers use), and the CPU GEMM where the CUDA executor calls cuBLAS.
+struct EmulatedExec {
+    template <class Body>
+    static void launch(std::size_t n, Body&& body) {
+        oar_test::emulate_launch(ck::Dim3{ck::blocks_for(n)}, ck::Dim3{ck::block_threads}, body);
+    }
+    void im2col(const oar::ConvGeometry& g, std::size_t n, const float* x, float* col) {
+        launch(g.col_rows() * n * g.col_cols(), [&](const ck::Thread& t) { ck::im2col_body(t, g, n, x, col); });
+    }
+    void col2im(const oar::ConvGeometry& g, std::size_t n, const float* col, float* dx) {
+        launch(n * g.channels * g.height * g.width, [&](const ck::Thread& t) { ck::col2im_body(t, g, n, col, dx); });
+    }
+    void gemm(oar::Trans ta, oar::Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A,
+              std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+        oar::kernel<oar::op::gemm, oar::cpu>::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+    void ncp_from_cnp(const float* src, float* dst, const float* bias, std::size_t n, std::size_t c, std::size_t p) {
+        launch(n * c * p, [&](const ck::Thread& t) { ck::ncp_from_cnp_body(t, src, dst, bias, n, c, p); });
+    }
+    void cnp_from_ncp(const float* src, float* dst, std::size_t n, std::size_t c, std::size_t p) {
+        launch(n * c * p, [&](const ck::Thread& t) { ck::cnp_from_ncp_body(t, src, dst, n, c, p); });
+    }
+    void bias_grad(const float* dy, float* db, std::size_t n, std::size_t c, std::size_t inner) {
+        oar_test::emulate_phased_launch<double>(
+            ck::Dim3{static_cast<unsigned>(c)}, ck::Dim3{ck::block_threads}, ck::bias_grad_phases(ck::block_threads),
+            ck::block_threads,
+            [&](unsigned phase, const ck::Thread& t, double* shared) { ck::bias_grad_body(phase, t, shared, dy, db, n, c, inner); });
+    }
+    void zero(float* p, std::size_t count) {
+        for (std::size_t i = 0; i < count; ++i) p[i] = 0.0f;
+    }
+};
+
+double max_rel_diff(const float* a, const float* b, std::size_t n) {
+    double worst = 0.0;
+    for (std::size_t i = 0; i < n; ++i)
+        worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) /
+                                    std::max({1.0, std::abs(static_cast<double>(a[i])), std::abs(static_cast<double>(b[i]))}));
+    return worst;
+}
+
+template <class L>
+void check_plan(oar::Dims in, std::size_t n, std::size_t out_c) {
+    const L layer{};
+    const auto g = L::geometry(in);
+    const auto out = L::output_dims(in);
+    const std::size_t params = oar::param_block_size(L::params(in));
+    auto w = oar_test::random_vector<float>(params, 1, 0.5);
+    const auto x = oar_test::random_vector<float>(n * in.size(), 2);
+    const auto dy = oar_test::random_vector<float>(n * out.size(), 3);
+
+    // The CPU layer.
+    std::vector<float> y_ref(n * out.size()), dx_ref(n * in.size()), grads_ref(params, 0.25f), ws(L::workspace(in));
+    oar::Context<oar::cpu> ctx;
+    ctx.params = w.data();
+    ctx.grads = grads_ref.data();
+    ctx.workspace = ws.data();
+    ctx.workspace_size = ws.size();
+    layer.forward(ctx, in, x.data(), y_ref.data(), n);
+    layer.backward(ctx, in, x.data(), y_ref.data(), dy.data(), dx_ref.data(), n);
+
+    // The plan, emulated.
+    EmulatedExec ex;
+    std::vector<float> y(n * out.size(), -7.0f), dx(n * in.size(), -7.0f), grads(params, 0.25f);
+    std::vector<float> plan_ws(ck::conv_plan_workspace(g, out_c, n), -7.0f);
+    ck::conv2d_forward(ex, g, out_c, n, w.data(), w.data() + L::bias_offset, x.data(), y.data(), plan_ws.data());
+    ck::conv2d_backward(ex, g, out_c, n, w.data(), x.data(), dy.data(), grads.data(), grads.data() + L::bias_offset,
+                        dx.data(), plan_ws.data());
+    CHECK(max_rel_diff(y.data(), y_ref.data(), y.size()) <= 1e-5);
+    CHECK(max_rel_diff(dx.data(), dx_ref.data(), dx.size()) <= 1e-5);
+    // The weight gradient is one dot product of n*P terms here and n of P terms on the CPU: both
+    // float roundings are ~1e-5 apart for conv1 (2352 terms), so each is checked against the same
+    // layer run in double (cpu64) instead.
+    std::vector<double> wd(w.begin(), w.end()), xd(x.begin(), x.end()), dyd(dy.begin(), dy.end());
+    std::vector<double> yd(n * out.size()), dxd(n * in.size()), gd(params, 0.25), wsd(L::workspace(in));
+    oar::Context<oar::cpu64> c64;
+    c64.params = wd.data();
+    c64.grads = gd.data();
+    c64.workspace = wsd.data();
+    c64.workspace_size = wsd.size();
+    layer.forward(c64, in, xd.data(), yd.data(), n);
+    layer.backward(c64, in, xd.data(), yd.data(), dyd.data(), dxd.data(), n);
+    // Criterion: within 1e-5 of exact, or at least as close to exact as the CPU reference itself is
+    // (conv1's 2352-term sums leave both ~1.1e-5 off).
+    const std::vector<float> g_exact(gd.begin(), gd.end());
+    const double plan_err = max_rel_diff(grads.data(), g_exact.data(), params);
+    const double cpu_err = max_rel_diff(grads_ref.data(), g_exact.data(), params);
+    INFO("plan error " << plan_err << ", CPU layer error " << cpu_err);
+    CHECK(plan_err <= std::max(1e-5, cpu_err));
+    CHECK(cpu_err <= 2e-5);  // sanity: the double run is the same computation
+
+    // Without dx (the first layer), the parameter gradients are the same and nothing else is written.
+    std::vector<float> grads2(params, 0.25f);
+    ck::conv2d_backward(ex, g, out_c, n, w.data(), x.data(), dy.data(), grads2.data(), grads2.data() + L::bias_offset,
+                        static_cast<float*>(nullptr), plan_ws.data());
+    CHECK(max_rel_diff(grads2.data(), grads.data(), params) == 0.0);
+}
+
+}  // namespace
+
+TEST_CASE("the batched conv plan equals the CPU Conv2D layer for the course's first convolution") {
+    check_plan<oar::Conv2D<1, 20, 5, 1, 2>>(oar::make_dims(1, 28, 28), 3, 20);
+}
+
+TEST_CASE("the batched conv plan equals the CPU Conv2D layer for the course's second convolution") {
+    check_plan<oar::Conv2D<20, 20, 5, 1, 2>>(oar::make_dims(20, 14, 14), 2, 20);
+}
+
+TEST_CASE("the batched conv plan equals the CPU Conv2D layer with stride 2, no padding and a non-square input") {
+    check_plan<oar::Conv2D<3, 4, 3, 2, 0>>(oar::make_dims(3, 9, 7), 4, 4);
+    check_plan<oar::Conv2D<2, 5, 1, 1, 0>>(oar::make_dims(2, 4, 6), 3, 5);
+}
