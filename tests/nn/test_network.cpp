@@ -304,3 +304,21 @@ TEST_CASE("training gives bit-identical losses and parameters on 1, 2 and 3 thre
     CHECK(params[1] == params[0]);
     CHECK(params[2] == params[0]);
 }
+
+TEST_CASE("backward without dx skips the input gradient of a first Linear after Flatten, with equal results") {
+    using Mlp = Network<Sequential<Flatten, Linear<48, 7>, ReLU, Linear<7, 3>>, Shape<3, 4, 4>>;
+    Mlp a(4), b(4);
+    const Tensor x = ramp(5, make_dims(3, 4, 4));
+    Tensor dy(5, make_dims(3)), dx(5, make_dims(3, 4, 4));
+    for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+    a.forward(x);
+    a.backward(dy);  // no input gradient wanted: Linear<48, 7> gets no dx
+    b.forward(x);
+    b.backward(dy, dx);
+    const std::vector<float> ga(a.parameters().grads().begin(), a.parameters().grads().end());
+    const std::vector<float> gb(b.parameters().grads().begin(), b.parameters().grads().end());
+    CHECK(ga == gb);
+    double s = 0;
+    for (std::size_t i = 0; i < dx.size(); ++i) s += std::abs(dx[i]);
+    CHECK(s > 0);  // asked for, the input gradient is still there
+}

@@ -259,10 +259,20 @@ private:
         }(std::index_sequence_for<Ls...>{});
     }
 
+    /// Whether any of layers 0 .. I-1 has parameters.
+    template <std::size_t I>
+    static constexpr bool parametric_before = []<std::size_t... J>(std::index_sequence<J...>) {
+        return (false || ... || ParametricLayer<std::tuple_element_t<J, std::tuple<Ls...>>>);
+    }(std::make_index_sequence<I>{});
+
     template <std::size_t I, class Obs>
     void backward_layer(value_type*& cur, value_type*& next, value_type* dx_out, Obs& obs) {
         enter_layer(I);
         value_type* dx = I == 0 ? dx_out : next;
+        // No layer before I has parameters, no observer looks and no input gradient was asked for:
+        // I's input gradient would be discarded (the MLP's first Linear after Flatten), so skip it.
+        if constexpr (!parametric_before<I> && !BackwardObserver<Obs, value_type>)
+            if (dx_out == nullptr) dx = nullptr;
         std::get<I>(layers_).backward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), cur, dx, batch_);
         if constexpr (BackwardObserver<Obs, value_type>) {
             layer_event e = make_event(Pass::backward, I);
