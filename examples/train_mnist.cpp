@@ -289,7 +289,9 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
     const oar::FitOptions fit{.epochs = c.epochs, .batch_size = c.batch_size, .log_freq = std::max<std::size_t>(c.log_every, 1),
                               .seed = c.seed, .eval_batch_size = 1000};
 
-    const bool tty = writer && ::isatty(fileno(stdout)) != 0;
+    // Under mpirun a rank's stdout is often a pseudo-terminal of Open MPI's even when mpirun's own
+    // output goes to a pipe or a file: data-parallel runs print the course's lines.
+    const bool tty = writer && !par.distributed() && ::isatty(fileno(stdout)) != 0;
     Maybe<oar::ProgBarLogger> bar;
     if (tty) bar.c = std::make_unique<oar::ProgBarLogger>(oar::ProgBarOptions{.log_freq = fit.log_freq});
     CourseLog course{tty ? 0 : c.log_every};
