@@ -34,7 +34,7 @@ void check_samples(const oar::gpu::Samples& s, const char* what) {
 namespace oar::gpu {
 
 TrainResult train_course_cnn(const Samples& train, const Samples* eval, const TrainOptions& o) {
-    const DeviceSpec spec = parse_device(o.device);
+    const DeviceSpec spec = parse_device_spec(o.device);
     if (!spec.gpu) throw usage_error(detail::concat("train_course_cnn: device '", o.device, "' is not a GPU"));
     cuda_runtime::use_device(spec.index);
     if (o.batch_size == 0) throw value_error("train_course_cnn: batch_size must be positive");

@@ -4,6 +4,8 @@
 
 #include <oar/cuda/device.hpp>  // the header under test
 
+#include <oar/train/options.hpp>  // the main job's --device parser, which must coexist with this header
+
 #include <string>       // std::string
 #include <type_traits>  // std::is_same_v
 
@@ -22,25 +24,30 @@ TEST_CASE("oar::cuda is a float backend on the current device and basic_cuda<N> 
     CHECK(oar::cuda::name == "cuda");
 }
 
-TEST_CASE("parse_device reads cpu, gpu, gpu:N and cuda:N") {
-    CHECK(oar::parse_device("cpu") == oar::DeviceSpec{false, 0});
-    CHECK(oar::parse_device("gpu") == oar::DeviceSpec{true, 0});
-    CHECK(oar::parse_device("gpu:0") == oar::DeviceSpec{true, 0});
-    CHECK(oar::parse_device("gpu:3") == oar::DeviceSpec{true, 3});
-    CHECK(oar::parse_device("cuda:12") == oar::DeviceSpec{true, 12});
+TEST_CASE("parse_device_spec reads cpu, gpu, gpu:N and cuda:N") {
+    CHECK(oar::parse_device_spec("cpu") == oar::DeviceSpec{false, 0});
+    CHECK(oar::parse_device_spec("gpu") == oar::DeviceSpec{true, 0});
+    CHECK(oar::parse_device_spec("gpu:0") == oar::DeviceSpec{true, 0});
+    CHECK(oar::parse_device_spec("gpu:3") == oar::DeviceSpec{true, 3});
+    CHECK(oar::parse_device_spec("cuda:12") == oar::DeviceSpec{true, 12});
 }
 
-TEST_CASE("parse_device names the text and what it expected for bad device strings") {
+TEST_CASE("parse_device_spec names the text and what it expected for bad device strings") {
     for (const char* bad : {"gpu:", "gpu:-1", "gpu:x", "gpu:1x", "gpu:99999999999", "gpu0", "tpu", "", "GPU:0"}) {
         INFO(bad);
-        const std::string m = message_of<oar::usage_error>([&] { (void)oar::parse_device(bad); });
+        const std::string m = message_of<oar::usage_error>([&] { (void)oar::parse_device_spec(bad); });
         CHECK(contains(m, std::string("device '") + bad + "'"));
         CHECK(contains(m, "gpu:"));
     }
-    CHECK(contains(message_of<oar::usage_error>([] { (void)oar::parse_device("gpu:x"); }), "index 'x'"));
+    CHECK(contains(message_of<oar::usage_error>([] { (void)oar::parse_device_spec("gpu:x"); }), "index 'x'"));
 }
 
 TEST_CASE("no_device_error is a cuda_error and an oar::error") {
     const std::string m = message_of<oar::cuda_error>([] { throw oar::no_device_error("no CUDA device"); });
     CHECK(contains(m, "oar: no CUDA device"));
+}
+
+TEST_CASE("the CUDA device strings and the main job's --device parser coexist without ambiguity") {
+    CHECK(oar::parse_device_spec("gpu:2") == oar::DeviceSpec{true, 2});
+    CHECK(oar::parse_device(std::string("gpu:2")).index == 2);  // oar/train/options.hpp
 }

@@ -51,8 +51,9 @@ struct DeviceSpec {
 };
 
 /// Parses "cpu", "gpu", "gpu:N" (also "cuda", "cuda:N"); throws usage_error naming the text and
-/// what was expected.
-inline DeviceSpec parse_device(std::string_view text) {
+/// what was expected. (Not `parse_device`: that is the main job's --device flag parser in
+/// oar/train/options.hpp, and the two overloads would be ambiguous for a string literal.)
+inline DeviceSpec parse_device_spec(std::string_view text) {
     if (text == "cpu") return {false, 0};
     for (std::string_view prefix : {std::string_view("gpu"), std::string_view("cuda")}) {
         if (text.substr(0, prefix.size()) != prefix) continue;

@@ -14,7 +14,7 @@
 #include <utility>      // std::exchange, std::swap
 
 #include "../core/error.hpp"  // detail::concat
-#include "device.hpp"         // cuda_error, no_device_error, parse_device, basic_cuda
+#include "device.hpp"         // cuda_error, no_device_error, parse_device_spec, basic_cuda
 
 namespace oar::cuda_runtime {
 
@@ -94,7 +94,7 @@ inline void use_device(int index) {
 /// paddle.set_device: "cpu" does nothing, "gpu" / "gpu:N" makes that GPU current (usage_error for
 /// a malformed string, no_device_error for a GPU that is not there). Returns what was parsed.
 inline DeviceSpec set_device(std::string_view text) {
-    const DeviceSpec spec = parse_device(text);
+    const DeviceSpec spec = parse_device_spec(text);
     if (spec.gpu) use_device(spec.index);
     return spec;
 }
