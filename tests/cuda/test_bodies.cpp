@@ -19,6 +19,7 @@
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::int64_t
 #include <cstring>    // std::memcmp
+#include <limits>     // std::numeric_limits: a NaN input
 #include <string>     // std::string
 #include <utility>    // std::pair
 #include <vector>     // std::vector
@@ -298,4 +299,22 @@ TEST_CASE("softmax forward/backward and the fused softmax-cross-entropy bodies e
         CHECK(max_rel_diff(lf, loss_cpu) <= tol);
         CHECK(std::abs(total - total_cpu) <= tol * std::max(1.0, std::abs(total_cpu)));
     }
+}
+
+TEST_CASE("max pooling bodies follow the CPU's NaN rule: a NaN in a window wins, and its gradient goes there") {
+    const oar::ConvGeometry g{1, 4, 4, 2, 2, 0};
+    auto x = random_vector<float>(16, 101);
+    x[5] = std::numeric_limits<float>::quiet_NaN();  // window (0, 0)
+    const auto dy = random_vector<float>(4, 102);
+    std::vector<float> y_cpu(4), dx_cpu(16), y(4, -7.0f), dx(16, -7.0f);
+    kernel<oar::op::max_pool_forward, cpu>::run(g, 1, x.data(), y_cpu.data());
+    kernel<oar::op::max_pool_backward, cpu>::run(g, 1, x.data(), dy.data(), dx_cpu.data());
+    emulate_launch(Dim3{1}, Dim3{32}, [&](const ck::Thread& t) { ck::max_pool_forward_body(t, g, 1, x.data(), y.data()); });
+    emulate_launch(Dim3{1}, Dim3{32},
+                   [&](const ck::Thread& t) { ck::max_pool_backward_body(t, g, 1, x.data(), dy.data(), dx.data()); });
+    REQUIRE(std::isnan(y_cpu[0]));
+    CHECK(std::isnan(y[0]));
+    for (std::size_t i = 1; i < 4; ++i) CHECK(y[i] == y_cpu[i]);
+    CHECK(dx[5] == dy[0]);
+    for (std::size_t i = 0; i < 16; ++i) CHECK(dx[i] == dx_cpu[i]);
 }
