@@ -66,7 +66,7 @@ run() {
   case "$fw" in
     oar) out="$("$oar_bin" "$model" "$mode" "$t" 100 "$steps" 2>/dev/null || true)" ;;
     torch) [[ -n "$torch_bin" ]] && out="$(OMP_NUM_THREADS="$t" "$torch_bin" "$model" "$mode" "$t" 100 "$steps" 2>/dev/null || true)" ;;
-    paddle) [[ -n "$paddle_py" ]] && out="$(OMP_NUM_THREADS="$t" CPU_NUM=1 "$paddle_py" "$root/benchmarks/sbs_paddle.py" "$model" "$mode" "$t" 100 "$steps" 2>/dev/null | tail -1 || true)" ;;
+    paddle) [[ -n "$paddle_py" ]] && out="$(OMP_NUM_THREADS="$t" MKL_NUM_THREADS="$t" CPU_NUM=1 "$paddle_py" "$root/benchmarks/sbs_paddle.py" "$model" "$mode" "$t" 100 "$steps" 2>/dev/null | tail -1 || true)" ;;
   esac
   local ips rss
   ips="$(sed -n 's/.*img_per_sec=\([0-9.]*\).*/\1/p' <<<"$out")"
