@@ -176,36 +176,41 @@ TEST_CASE("the SIMD 2x2 max pool matches the window rule on wide rows with NaNs,
     // Rows wide enough for whole vectors (and a scalar rest: 37 columns -> 18 windows); values from
     // a small set so that ties are common, with NaNs and infinities sprinkled in.
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-    constexpr oar::ConvGeometry g{3, 10, 37, 2, 2, 0};
-    const std::size_t hw = g.height * g.width, ohw = g.out_height() * g.out_width(), planes = 2 * g.channels;
-    const auto r = random_vector<float>(planes * hw, 41);
-    std::vector<float> x(r.size());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-        const int q = static_cast<int>((r[i] + 1.0f) * 8.0f);  // 0..15
-        x[i] = q == 0 ? nan : q == 1 ? inf : q == 2 ? -inf : static_cast<float>(q % 4);
+    // 37 columns: whole vectors and a partial one; 14 and 7: the CNN's rows, vectors reaching into
+    // the next rows and planes, the input's last rows on the scalar path.
+    for (const oar::ConvGeometry g : {oar::ConvGeometry{3, 10, 37, 2, 2, 0}, oar::ConvGeometry{4, 28, 28, 2, 2, 0},
+                                      oar::ConvGeometry{5, 14, 14, 2, 2, 0}, oar::ConvGeometry{2, 9, 15, 2, 2, 0}}) {
+        INFO(describe(g));
+        const std::size_t hw = g.height * g.width, ohw = g.out_height() * g.out_width(), planes = 2 * g.channels;
+        const auto r = random_vector<float>(planes * hw, 41);
+        std::vector<float> x(r.size());
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const int q = static_cast<int>((r[i] + 1.0f) * 8.0f);  // 0..15
+            x[i] = q == 0 ? nan : q == 1 ? inf : q == 2 ? -inf : static_cast<float>(q % 4);
+        }
+        const auto dy = random_vector<float>(planes * ohw, 42);
+        std::vector<float> y(planes * ohw), dx(planes * hw, 3.0f);
+        oar::kernel<oar::op::max_pool_forward, oar::cpu>::run(g, 2, x.data(), y.data());
+        oar::kernel<oar::op::max_pool_backward, oar::cpu>::run(g, 2, x.data(), dy.data(), dx.data());
+        std::vector<float> want_dx(dx.size(), 0.0f);
+        std::size_t bad_y = 0;
+        for (std::size_t p = 0; p < planes; ++p)
+            for (std::size_t oy = 0; oy < g.out_height(); ++oy)
+                for (std::size_t ox = 0; ox < g.out_width(); ++ox) {
+                    // the rule: the first NaN if any, else the first maximum, in row-major window order
+                    std::size_t best = p * hw + 2 * oy * g.width + 2 * ox;
+                    for (std::size_t ky = 0; ky < 2; ++ky)
+                        for (std::size_t kx = 0; kx < 2; ++kx) {
+                            const std::size_t i = p * hw + (2 * oy + ky) * g.width + 2 * ox + kx;
+                            if (std::isnan(x[best])) continue;
+                            if (std::isnan(x[i]) || x[i] > x[best]) best = i;
+                        }
+                    const std::size_t o = p * ohw + oy * g.out_width() + ox;
+                    const float got = y[o], want = x[best];
+                    bad_y += !(got == want || (std::isnan(got) && std::isnan(want)));
+                    want_dx[best] = dy[o];
+                }
+        CHECK(bad_y == 0);
+        CHECK(dx == want_dx);
     }
-    const auto dy = random_vector<float>(planes * ohw, 42);
-    std::vector<float> y(planes * ohw), dx(planes * hw, 3.0f);
-    oar::kernel<oar::op::max_pool_forward, oar::cpu>::run(g, 2, x.data(), y.data());
-    oar::kernel<oar::op::max_pool_backward, oar::cpu>::run(g, 2, x.data(), dy.data(), dx.data());
-    std::vector<float> want_dx(dx.size(), 0.0f);
-    std::size_t bad_y = 0;
-    for (std::size_t p = 0; p < planes; ++p)
-        for (std::size_t oy = 0; oy < g.out_height(); ++oy)
-            for (std::size_t ox = 0; ox < g.out_width(); ++ox) {
-                // the rule: the first NaN if any, else the first maximum, in row-major window order
-                std::size_t best = p * hw + 2 * oy * g.width + 2 * ox;
-                for (std::size_t ky = 0; ky < 2; ++ky)
-                    for (std::size_t kx = 0; kx < 2; ++kx) {
-                        const std::size_t i = p * hw + (2 * oy + ky) * g.width + 2 * ox + kx;
-                        if (std::isnan(x[best])) continue;
-                        if (std::isnan(x[i]) || x[i] > x[best]) best = i;
-                    }
-                const std::size_t o = p * ohw + oy * g.out_width() + ox;
-                const float got = y[o], want = x[best];
-                bad_y += !(got == want || (std::isnan(got) && std::isnan(want)));
-                want_dx[best] = dy[o];
-            }
-    CHECK(bad_y == 0);
-    CHECK(dx == want_dx);
 }

@@ -2,7 +2,8 @@
 // stored between passes; the 2x2 stride-2 window has its own unrolled loop) and average (padding excluded from the divisor never arises: no padding).
 #pragma once
 
-#include <cstddef>  // std::size_t
+#include <algorithm>  // std::min
+#include <cstddef>    // std::size_t
 #include <limits>   // std::numeric_limits
 
 #include "../../core/simd.hpp"  // xsimd::batch, select, swizzle: the 2x2 window
@@ -56,8 +57,11 @@ struct pair_swap {
 /// The course's 2x2, stride-2 window: calls f(plane, oy, ox, argmax index 0..3 in window order)
 /// per output. Whole SIMD vectors of a row pair at a time: in the even lanes, the window's first
 /// maximum (NaN first) from branch-free selects over (a, b) = row 0 and its pair swap, then row 1.
+/// A vector may also cover the following windows' columns (and rows) when it stays below x_end,
+/// the end of the whole input: only the lanes of this row's windows are used.
 template <class T, class F>
-OAR_ALWAYS_INLINE void for_each_window_2x2(const ConvGeometry& g, std::size_t planes, const T* x, F f) {
+OAR_ALWAYS_INLINE void for_each_window_2x2(const ConvGeometry& g, std::size_t planes, const T* x, const T* x_end,
+                                           F f) {
     using V = xsimd::batch<T>;
     using U = xsimd::batch<xsimd::as_unsigned_integer_t<T>, typename V::arch_type>;
     constexpr std::size_t L = V::size;
@@ -77,14 +81,15 @@ OAR_ALWAYS_INLINE void for_each_window_2x2(const ConvGeometry& g, std::size_t pl
             const T* r1 = r0 + W;
             std::size_t ox = 0;
             if constexpr (L >= 2 && L % 2 == 0)
-                for (; 2 * ox + L <= 2 * ow; ox += L / 2) {
+                for (; ox < ow && r1 + 2 * ox + L <= x_end; ox += L / 2) {
                     const V a = V::load_unaligned(r0 + 2 * ox), c = V::load_unaligned(r1 + 2 * ox);
                     V best = a, idx(T(0));
                     pick(best, idx, xsimd::swizzle(a, swap), T(1));
                     pick(best, idx, c, T(2));
                     pick(best, idx, xsimd::swizzle(c, swap), T(3));
                     idx.store_aligned(idx_lanes);
-                    for (std::size_t l = 0; l < L / 2; ++l) f(p, oy, ox + l, static_cast<unsigned>(idx_lanes[2 * l]));
+                    const std::size_t lanes = std::min(L / 2, ow - ox);
+                    for (std::size_t l = 0; l < lanes; ++l) f(p, oy, ox + l, static_cast<unsigned>(idx_lanes[2 * l]));
                 }
             for (; ox < ow; ++ox) f(p, oy, ox, argmax4(r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]));
         }
@@ -102,9 +107,10 @@ struct kernel<op::max_pool_forward, basic_cpu<T>> {
             default_pool().parallel_for(planes, [&](std::size_t q) {
                 const T* xq = x + q * hw;
                 T* yq = y + q * oh * ow;
-                cpu_detail::for_each_window_2x2(g, 1, xq, [&](std::size_t, std::size_t oy, std::size_t ox, unsigned a) {
-                    yq[oy * ow + ox] = xq[(2 * oy + a / 2) * W + 2 * ox + a % 2];
-                });
+                cpu_detail::for_each_window_2x2(g, 1, xq, x + planes * hw,
+                                                [&](std::size_t, std::size_t oy, std::size_t ox, unsigned a) {
+                                                    yq[oy * ow + ox] = xq[(2 * oy + a / 2) * W + 2 * ox + a % 2];
+                                                });
             });
             return;
         }
@@ -129,9 +135,10 @@ struct kernel<op::max_pool_backward, basic_cpu<T>> {
                 const T* dyq = dy + q * oh * ow;
                 T* dxq = dx + q * hw;
                 for (std::size_t i = 0; i < hw; ++i) dxq[i] = T(0);
-                cpu_detail::for_each_window_2x2(g, 1, x + q * hw, [&](std::size_t, std::size_t oy, std::size_t ox, unsigned a) {
-                    dxq[(2 * oy + a / 2) * W + 2 * ox + a % 2] = dyq[oy * ow + ox];
-                });
+                cpu_detail::for_each_window_2x2(g, 1, x + q * hw, x + planes * hw,
+                                                [&](std::size_t, std::size_t oy, std::size_t ox, unsigned a) {
+                                                    dxq[(2 * oy + a / 2) * W + 2 * ox + a % 2] = dyq[oy * ow + ox];
+                                                });
             });
             return;
         }
