@@ -34,6 +34,7 @@
 namespace oar::dist {
 
 namespace detail {
+using namespace oar::detail;  // concat & co. stay visible as detail:: inside this namespace
 /// MPI's text for an error code: "MPI_ERR_TRUNCATE: message truncated".
 inline std::string mpi_error_string(int code) {
     char buf[MPI_MAX_ERROR_STRING] = {};

@@ -35,6 +35,7 @@
 namespace oar::dist {
 
 namespace detail {
+using namespace oar::detail;  // concat & co. stay visible as detail:: inside this namespace
 inline void cuda_check(cudaError_t rc, const char* what) {
     if (rc != cudaSuccess)
         throw comm_error(oar::detail::concat("NcclComm: ", what, " failed: ", cudaGetErrorString(rc)));

@@ -51,6 +51,7 @@ struct RendezvousConfig {
 };
 
 namespace detail {
+using namespace oar::detail;  // concat & co. stay visible as detail:: inside this namespace
 
 inline std::string errno_text() { return std::strerror(errno); }
 

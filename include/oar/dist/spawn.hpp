@@ -41,6 +41,7 @@ struct SpawnOptions {
 inline constexpr const char* spawn_marker = "OAR_SPAWNED";
 
 namespace detail {
+using namespace oar::detail;  // concat & co. stay visible as detail:: inside this namespace
 /// This program's arguments as the kernel has them (argv[0] included).
 inline std::vector<std::string> own_arguments() {
     std::ifstream in("/proc/self/cmdline", std::ios::binary);

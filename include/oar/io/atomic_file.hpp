@@ -31,6 +31,7 @@
 namespace oar::io {
 
 namespace detail {
+using namespace oar::detail;  // concat & co. stay visible as detail:: inside this namespace
 inline std::string errno_text(int e) { return std::strerror(e); }
 inline std::filesystem::path folder_of(const std::filesystem::path& p) {
     const auto parent = p.parent_path();

@@ -120,6 +120,7 @@ inline std::string shape_string(const std::vector<std::uint64_t>& shape) {
 }
 
 namespace detail {
+using namespace oar::detail;  // concat & co. stay visible as detail:: inside this namespace
 
 using oar::detail::concat;
 
