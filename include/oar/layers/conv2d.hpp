@@ -1,7 +1,8 @@
 // Conv2D<InC, OutC, K, Stride, Pad>: square-kernel 2-D convolution over (C,H,W), as paddle.nn.Conv2D,
 // weight [OutC, InC, K, K] (Paddle's and PyTorch's layout), Normal(0, sqrt(2/(InC*K*K))) init.
-// Computed by the backend's whole-batch conv2d kernels (on the CPU: im2col/im2row + GEMM per sample,
-// samples in parallel); backward recomputes the columns instead of storing them.
+// Computed by the backend's whole-batch conv2d kernels (on the CPU, samples in parallel: stride 1 as
+// an implicit GEMM on zero-padded copies, other strides by im2col/im2row + GEMM); backward recomputes
+// from x instead of storing columns.
 #pragma once
 
 #include <array>        // std::array

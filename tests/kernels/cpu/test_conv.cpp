@@ -239,6 +239,7 @@ TEST_CASE("batch conv2d forward and backward match direct loops, with and withou
         {{8, 6, 5, 3, 1, 0}, 3, 6},       // flipped, no padding
         {{9, 7, 6, 3, 2, 1}, 4, 4},       // stride 2: col2im dx
         {{3, 9, 8, 4, 3, 2}, 2, 3},
+        {{2, 9, 10, 7, 1, 3}, 6, 5},      // stride 1, K = 7 and 6 channels: partial weight-gradient tiles
     };
     for (const auto& c : cases)
         for (bool with_dx : {true, false}) {

@@ -1,18 +1,24 @@
 // CPU kernels for convolution: im2col, its adjoint col2im, im2row (the columns transposed),
 // per-channel bias, and whole-batch Conv2D forward and backward built on them and the GEMM.
-// The batch kernels run samples in parallel on the default pool (each sample's GEMM on one
-// thread, its columns in thread-local scratch); the weight gradient is summed per fixed group of
-// samples and the groups are added in order, so the result does not depend on the thread count.
-// Stride 1 runs on pitched columns (conv_stride1_sample: contiguous copies, no bounds per row),
-// with the bias added as the valid columns are copied out; other strides fuse the bias by starting
-// C at the bias (beta = 1). With stride 1 the input gradient is a convolution of dy with the
-// flipped, transposed weights (one more NN GEMM, no col2im scatter).
+// The batch kernels run samples in parallel on the default pool (each sample on one thread, its
+// buffers in thread-local scratch); the weight gradient is summed per fixed group of samples and
+// the groups are added in order, so the result does not depend on the thread count.
+// Stride 1 needs no column matrix: each sample is copied zero-padded with row pitch Wp, where every
+// column-matrix row is one contiguous run. The forward is an implicit GEMM (conv_stride1_sample:
+// GEMM micro-tiles reading those runs in place, weights packed once per call, the bias added as
+// the valid columns are copied out); the input gradient is the same kernel on dy with the flipped,
+// transposed weights; the weight gradient is dot products of dy (on the same pitch) with the runs
+// (conv_dw_stride1), with the bias gradient alongside. Other strides: im2col / im2row + GEMM,
+// col2im for the input gradient, the bias fused by starting C at the bias (beta = 1).
 #pragma once
 
 #include <algorithm>  // std::min, std::max, std::fill, std::copy
+#include <array>      // std::array: the weight-gradient tiles by shape
 #include <cstddef>    // std::size_t
+#include <utility>    // std::index_sequence
 
 #include "../../config.hpp"            // OAR_RESTRICT
+#include "../../core/simd.hpp"         // xsimd::batch, fma, hadd
 #include "../../core/thread_pool.hpp"  // default_pool, ThreadPool
 #include "../dispatch.hpp"             // kernel, op::*
 #include "gemm.hpp"                    // op::gemm on cpu, cpu_detail::scratch
@@ -111,20 +117,41 @@ struct kernel<op::bias_add, basic_cpu<T>> {
     }
 };
 
+namespace cpu_detail {
+/// p[0] + ... + p[n-1] in a fixed order: four SIMD accumulators over whole vectors (one chain of
+/// dependent adds would be latency-bound), combined, summed across lanes, then the scalar tail.
+template <class T>
+T sum_run(const T* p, std::size_t n) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t W = V::size;
+    std::size_t i = 0;
+    T s = T(0);
+    if (n >= 4 * W) {
+        V a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
+        for (; i + 4 * W <= n; i += 4 * W) {
+            a0 += V::load_unaligned(p + i);
+            a1 += V::load_unaligned(p + i + W);
+            a2 += V::load_unaligned(p + i + 2 * W);
+            a3 += V::load_unaligned(p + i + 3 * W);
+        }
+        for (; i + W <= n; i += W) a0 += V::load_unaligned(p + i);
+        s = xsimd::hadd((a0 + a1) + (a2 + a3));
+    }
+    for (; i < n; ++i) s += p[i];
+    return s;
+}
+}  // namespace cpu_detail
+
 /// kernel<op::bias_grad, cpu>::run(dy, db, n, channels, inner): db[c] += sum over n and inner of dy.
-/// Sums in double per channel: a fixed order, and no drift over large batches.
+/// Each sample's run in float (cpu_detail::sum_run), the samples in double per channel: a fixed
+/// order, and no drift over large batches.
 template <class T>
 struct kernel<op::bias_grad, basic_cpu<T>> {
     static void run(const T* OAR_RESTRICT dy, T* OAR_RESTRICT db, std::size_t n, std::size_t channels,
                     std::size_t inner) {
         for (std::size_t c = 0; c < channels; ++c) {
             double s = 0.0;
-            for (std::size_t b = 0; b < n; ++b) {
-                const T* p = dy + (b * channels + c) * inner;
-                T part = T(0);
-                for (std::size_t i = 0; i < inner; ++i) part += p[i];
-                s += part;
-            }
+            for (std::size_t b = 0; b < n; ++b) s += cpu_detail::sum_run(dy + (b * channels + c) * inner, inner);
             db[c] += static_cast<T>(s);
         }
     }
@@ -181,38 +208,169 @@ namespace cpu_detail {
 inline constexpr std::size_t conv_dw_group = 4;
 /// Scratch slots (gemm uses 0 and 1).
 inline constexpr int slot_cols = 2, slot_dcols = 3, slot_partials = 4, slot_flipped = 5, slot_padded = 6,
-                     slot_out = 7;
+                     slot_out = 7, slot_dw_x = 8, slot_dw_dy = 9, slot_db = 10, slot_wpack = 11;
 
-/// One sample of a stride-1 convolution by pitched columns: out (M, OH, OW) = w (M, C*K*K) conv x
-/// (C, H, W) [+ bias]. x is first copied into a zero-padded (C, Hp, Wp) image; with the row pitch
-/// Wp, column row (c, ky, kx) is then one contiguous run of OH*Wp values from padded(c, ky, kx)
-/// (no per-row bounds or fills), the GEMM also computes the Wp - OW columns past each output row,
-/// and the valid columns are copied out with the bias added.
+/// part(r, q) = sum over samples s < ns and j < jv (a multiple of the SIMD width) of
+/// dy[s*dys + r*ldd + j] * x[s*xs + q + j], for r < RO, q < RK, stored at part[r*ldp + q]: RO x RK
+/// SIMD accumulators held over every sample, then summed across lanes (a fixed order).
+template <std::size_t RO, std::size_t RK, class T>
+void conv_dw_tile(std::size_t ns, std::size_t jv, const T* dy, std::size_t dys, std::size_t ldd, const T* x,
+                  std::size_t xs, T* part, std::size_t ldp) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t W = V::size;
+    V acc[RO][RK];
+    for (std::size_t r = 0; r < RO; ++r)
+        for (std::size_t q = 0; q < RK; ++q) acc[r][q] = V(T(0));
+    for (std::size_t s = 0; s < ns; ++s) {
+        const T* d = dy + s * dys;  // (RO, jv)
+        const T* xr = x + s * xs;   // RK overlapping runs of jv, one value apart
+        for (std::size_t j = 0; j < jv; j += W) {
+            V xv[RK];
+            for (std::size_t q = 0; q < RK; ++q) xv[q] = V::load_unaligned(xr + q + j);
+            for (std::size_t r = 0; r < RO; ++r) {
+                const V dv = V::load_unaligned(d + r * ldd + j);
+                for (std::size_t q = 0; q < RK; ++q) acc[r][q] = xsimd::fma(dv, xv[q], acc[r][q]);
+            }
+        }
+    }
+    for (std::size_t r = 0; r < RO; ++r)
+        for (std::size_t q = 0; q < RK; ++q) part[r * ldp + q] = xsimd::hadd(acc[r][q]);
+}
+
+/// Tile shapes: up to 4 output channels by up to 5 kernel columns (20 accumulators and 9 loaded
+/// vectors fit AVX-512's 32 registers); entry (ro-1)*5 + (rk-1).
+inline constexpr std::size_t dw_tile_o = 4, dw_tile_k = 5;
+template <class T, std::size_t... I>
+constexpr auto make_dw_tiles(std::index_sequence<I...>) {
+    return std::array{&conv_dw_tile<I / dw_tile_k + 1, I % dw_tile_k + 1, T>...};
+}
 template <class T>
-void conv_stride1_sample(const ConvGeometry& g, std::size_t M, const T* x, const T* w, const T* bias, T* out) {
+inline constexpr auto dw_tiles = make_dw_tiles<T>(std::make_index_sequence<dw_tile_o * dw_tile_k>{});
+
+/// The stride-1 weight gradient of samples [s0, s1) without a column matrix: part (M, C*K*K) = sum
+/// over those samples of dy_s (M, OH*OW) times the transposed columns of x_s, by dot products along
+/// the output positions. Each sample's image is copied zero-padded on the pitch Wp (C, Hp, Wp), and
+/// its dy onto the same pitch (zeros in the Wp - OW columns past each row and up to a whole vector
+/// past the last): then dw(o, c, ky, kx) = sum_j dyw(o, j) * xpad(c, ky*Wp + kx + j), one contiguous
+/// run per (c, ky, kx). dbs[(s - s0)*M + o] gets sample s's sum of dy over channel o.
+template <class T>
+void conv_dw_stride1(const ConvGeometry& g, std::size_t M, std::size_t s0, std::size_t s1, const T* x, const T* dy,
+                     T* part, T* dbs) {
+    constexpr std::size_t W = xsimd::batch<T>::size;
+    const std::size_t C = g.channels, H = g.height, Wd = g.width, K = g.kernel, pad = g.pad;
+    const std::size_t Wp = Wd + 2 * pad, plane = (H + 2 * pad) * Wp, OH = g.out_height(), OW = g.out_width();
+    const std::size_t P = OH * OW, ckk = g.col_rows(), jv = (OH * Wp + W - 1) / W * W;
+    // Reads reach (C-1)*plane + (K-1)*Wp + K-1 + jv - 1 < C*plane + K + W (as (K-1)*Wp + OH*Wp = plane).
+    const std::size_t xs = (C * plane + K + W + W - 1) / W * W, dys = M * jv, ns = s1 - s0;
+    T* xp = scratch<T, slot_dw_x>(ns * xs);    // (ns, C, Hp, Wp) + slack
+    T* dyw = scratch<T, slot_dw_dy>(ns * dys);  // (ns, M, jv)
+    for (std::size_t s = 0; s < ns; ++s) {
+        T* xps = xp + s * xs;
+        std::fill(xps, xps + xs, T(0));
+        const T* xs_in = x + (s0 + s) * C * H * Wd;
+        for (std::size_t c = 0; c < C; ++c)
+            for (std::size_t iy = 0; iy < H; ++iy) {
+                const T* src = xs_in + (c * H + iy) * Wd;
+                std::copy(src, src + Wd, xps + c * plane + (iy + pad) * Wp + pad);
+            }
+        for (std::size_t o = 0; o < M; ++o) {
+            const T* src = dy + ((s0 + s) * M + o) * P;  // (OH, OW)
+            T* dst = dyw + s * dys + o * jv;
+            std::fill(dst, dst + jv, T(0));
+            for (std::size_t oy = 0; oy < OH; ++oy) std::copy(src + oy * OW, src + (oy + 1) * OW, dst + oy * Wp);
+            dbs[s * M + o] = sum_run(src, P);
+        }
+    }
+    for (std::size_t o0 = 0; o0 < M; o0 += dw_tile_o) {
+        const std::size_t ro = std::min(dw_tile_o, M - o0);
+        for (std::size_t c = 0; c < C; ++c)
+            for (std::size_t ky = 0; ky < K; ++ky)
+                for (std::size_t kx0 = 0; kx0 < K; kx0 += dw_tile_k) {
+                    const std::size_t rk = std::min(dw_tile_k, K - kx0);
+                    dw_tiles<T>[(ro - 1) * dw_tile_k + (rk - 1)](ns, jv, dyw + o0 * jv, dys, jv,
+                                                                  xp + c * plane + ky * Wp + kx0, xs,
+                                                                  part + o0 * ckk + (c * K + ky) * K + kx0, ckk);
+                }
+    }
+}
+
+/// acc(R x NR) = sum_k wp(k, r) * padded[off[k] + (0..NR)]: the GEMM micro-tile (gemm.hpp's
+/// micro_tile) with row k of B read in place from the padded image at off[k]; stored whole.
+template <std::size_t R, class T>
+void conv_tile(std::size_t kk, const T* wp, const T* b, const std::size_t* off, T* c, std::size_t ldc) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t W = V::size, MR = gemm_mr<T>;
+    V acc0[R], acc1[R];
+    for (std::size_t r = 0; r < R; ++r) acc0[r] = acc1[r] = V(T(0));
+    for (std::size_t k = 0; k < kk; ++k) {
+        const T* bk = b + off[k];
+        const V b0 = V::load_unaligned(bk), b1 = V::load_unaligned(bk + W);
+        for (std::size_t r = 0; r < R; ++r) {
+            const V av(wp[k * MR + r]);
+            acc0[r] = xsimd::fma(av, b0, acc0[r]);
+            acc1[r] = xsimd::fma(av, b1, acc1[r]);
+        }
+    }
+    for (std::size_t r = 0; r < R; ++r) {
+        acc0[r].store_unaligned(c + r * ldc);
+        acc1[r].store_unaligned(c + r * ldc + W);
+    }
+}
+
+template <class T, std::size_t... I>
+constexpr auto make_conv_tiles(std::index_sequence<I...>) {
+    return std::array{&conv_tile<I + 1, T>...};
+}
+/// conv_tiles<T>[R - 1] computes R rows (1..MR).
+template <class T>
+inline constexpr auto conv_tiles = make_conv_tiles<T>(std::make_index_sequence<gemm_mr<T>>{});
+
+/// w (M, CKK) packed into MR-row panels for conv_stride1_sample: (ceil(M/MR), CKK, MR), zero rows
+/// past M. Packed once per batch call, shared by every sample.
+template <class T>
+void pack_conv_weights(std::size_t M, std::size_t ckk, const T* w, T* wp) {
+    pack_a(M, ckk, w, ckk, std::size_t{1}, wp);
+}
+template <class T>
+constexpr std::size_t packed_weights_size(std::size_t M, std::size_t ckk) {
+    return (M + gemm_mr<T> - 1) / gemm_mr<T> * gemm_mr<T> * ckk;
+}
+
+/// One sample of a stride-1 convolution as an implicit GEMM: out (M, OH, OW) = w (M, C*K*K) conv x
+/// (C, H, W) [+ bias], wp being w packed by pack_conv_weights. x is first copied into a zero-padded
+/// (C, Hp, Wp) image; with the row pitch Wp, column-matrix row (c, ky, kx) is the contiguous run of
+/// OH*Wp values at padded(c, ky, kx), so the micro-tiles read it there (no column matrix, no
+/// per-row bounds). They also compute the Wp - OW columns past each output row (and up to a whole
+/// tile past the last), into a wide buffer whose valid columns are copied out with the bias added.
+template <class T>
+void conv_stride1_sample(const ConvGeometry& g, std::size_t M, const T* x, const T* wp, const T* bias, T* out) {
+    constexpr std::size_t NR = gemm_nr<T>, MR = gemm_mr<T>;
     const std::size_t C = g.channels, H = g.height, W = g.width, K = g.kernel, pad = g.pad;
     const std::size_t Hp = H + 2 * pad, Wp = W + 2 * pad, OH = g.out_height(), OW = g.out_width();
-    const std::size_t J = OH * Wp, ckk = g.col_rows(), plane = Hp * Wp;
-    T* padded = scratch<T, slot_padded>(C * plane + K);  // + K: the last run reads K-1 past the end
-    std::fill(padded, padded + C * plane + K, T(0));
+    const std::size_t J = OH * Wp, jn = (J + NR - 1) / NR * NR, ckk = g.col_rows(), plane = Hp * Wp;
+    // Tiles read up to (C-1)*plane + (K-1)*Wp + K-1 + jn - 1 < C*plane + K + NR ((K-1)*Wp + J = plane).
+    const std::size_t padded_size = C * plane + K + NR;
+    T* padded = scratch<T, slot_padded>(padded_size);
+    std::fill(padded, padded + padded_size, T(0));
     for (std::size_t c = 0; c < C; ++c)
         for (std::size_t iy = 0; iy < H; ++iy) {
             const T* src = x + (c * H + iy) * W;
             std::copy(src, src + W, padded + c * plane + (iy + pad) * Wp + pad);
         }
-    T* col = scratch<T, slot_cols>(ckk * J);  // (CKK, OH*Wp)
+    std::size_t* off = scratch<std::size_t, slot_padded>(ckk);  // off[(c*K + ky)*K + kx]
     for (std::size_t c = 0; c < C; ++c)
         for (std::size_t ky = 0; ky < K; ++ky)
-            for (std::size_t kx = 0; kx < K; ++kx) {
-                const T* src = padded + c * plane + ky * Wp + kx;
-                std::copy(src, src + J, col + ((c * K + ky) * K + kx) * J);
-            }
-    T* wide = scratch<T, slot_out>(M * J);  // (M, OH*Wp)
-    kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, M, J, ckk, T(1), w, ckk, col, J, T(0), wide, J);
+            for (std::size_t kx = 0; kx < K; ++kx) off[(c * K + ky) * K + kx] = c * plane + ky * Wp + kx;
+    T* wide = scratch<T, slot_out>(M * jn);  // (M, jn)
+    for (std::size_t i = 0; i < M; i += MR) {
+        const std::size_t rows = std::min(MR, M - i);
+        for (std::size_t j0 = 0; j0 < jn; j0 += NR)
+            conv_tiles<T>[rows - 1](ckk, wp + i * ckk, padded + j0, off, wide + i * jn + j0, jn);
+    }
     for (std::size_t o = 0; o < M; ++o) {
         const T b = bias ? bias[o] : T(0);
         for (std::size_t oy = 0; oy < OH; ++oy) {
-            const T* src = wide + o * J + oy * Wp;
+            const T* src = wide + o * jn + oy * Wp;
             T* dst = out + (o * OH + oy) * OW;
             for (std::size_t ox = 0; ox < OW; ++ox) dst[ox] = src[ox] + b;
         }
@@ -226,10 +384,16 @@ template <class T>
 struct kernel<op::conv2d_forward, basic_cpu<T>> {
     static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
                     T* y) {
+        using namespace cpu_detail;
         const std::size_t P = g.col_cols(), ckk = g.col_rows(), in_size = g.channels * g.height * g.width;
+        T* wp = nullptr;  // stride 1: w packed once, read by every sample's tiles
+        if (g.stride == 1) {
+            wp = scratch<T, slot_wpack>(packed_weights_size<T>(out_c, ckk));
+            pack_conv_weights(out_c, ckk, w, wp);
+        }
         default_pool().parallel_for(n, [&](std::size_t s) {
             if (g.stride == 1) {
-                cpu_detail::conv_stride1_sample(g, out_c, x + s * in_size, w, b, y + s * out_c * P);
+                conv_stride1_sample(g, out_c, x + s * in_size, static_cast<const T*>(wp), b, y + s * out_c * P);
                 return;
             }
             T* col = cpu_detail::scratch<T, cpu_detail::slot_cols>(ckk * P);  // (CKK, P)
@@ -259,26 +423,36 @@ struct kernel<op::conv2d_backward, basic_cpu<T>> {
         const bool flipped = dx && g.stride == 1 && C >= 8;
         const ConvGeometry gd{out_c, g.out_height(), g.out_width(), K, 1, K - 1 - g.pad};
         T* wf = flipped ? scratch<T, slot_flipped>(C * out_c * K * K) : nullptr;
-        if (flipped)
+        T* wfp = flipped ? scratch<T, slot_wpack>(packed_weights_size<T>(C, out_c * K * K)) : nullptr;
+        if (flipped) {
             for (std::size_t o = 0; o < out_c; ++o)
                 for (std::size_t c = 0; c < C; ++c)
                     for (std::size_t ky = 0; ky < K; ++ky)
                         for (std::size_t kx = 0; kx < K; ++kx)
                             wf[((c * out_c + o) * K + ky) * K + kx] =
                                 w[((o * C + c) * K + (K - 1 - ky)) * K + (K - 1 - kx)];
+            pack_conv_weights(C, out_c * K * K, static_cast<const T*>(wf), wfp);
+        }
+        // Stride 1: the weight gradient by dot products on pitched copies (conv_dw_stride1), the bias
+        // gradient per sample alongside; other strides: im2row + GEMM per sample, bias_grad after.
+        const bool dw_direct = g.stride == 1;
+        T* dbs = dw_direct ? scratch<T, slot_db>(n * out_c) : nullptr;  // (n, out_c) per-sample sums
         default_pool().parallel_for(groups, [&](std::size_t grp) {
-            T* row = scratch<T, slot_cols>(P * ckk);  // (P, CKK)
-            T* part = partials + grp * wsize;         // (out_c, CKK)
+            T* part = partials + grp * wsize;  // (out_c, CKK)
             const std::size_t s0 = grp * conv_dw_group, s1 = std::min(n, s0 + conv_dw_group);
+            if (dw_direct) conv_dw_stride1(g, out_c, s0, s1, x, dy, part, dbs + s0 * out_c);
             for (std::size_t s = s0; s < s1; ++s) {
                 const T* dys = dy + s * out_c * P;  // (out_c, P)
-                kernel<op::im2row, basic_cpu<T>>::run(g, x + s * in_size, row);
-                kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, out_c, ckk, P, T(1), dys, P, row, ckk,
-                                                   s == s0 ? T(0) : T(1), part, ckk);  // (out_c,P) x (P,CKK)
+                if (!dw_direct) {
+                    T* row = scratch<T, slot_cols>(P * ckk);  // (P, CKK)
+                    kernel<op::im2row, basic_cpu<T>>::run(g, x + s * in_size, row);
+                    kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, out_c, ckk, P, T(1), dys, P, row, ckk,
+                                                       s == s0 ? T(0) : T(1), part, ckk);  // (out_c,P) x (P,CKK)
+                }
                 if (!dx) continue;
                 T* dxs = dx + s * in_size;  // (C, H*W)
                 if (flipped) {
-                    conv_stride1_sample(gd, C, dys, wf, static_cast<const T*>(nullptr), dxs);
+                    conv_stride1_sample(gd, C, dys, static_cast<const T*>(wfp), static_cast<const T*>(nullptr), dxs);
                 } else {
                     T* dcol = scratch<T, slot_dcols>(ckk * P);  // (CKK, P)
                     kernel<op::gemm, basic_cpu<T>>::run(Trans::yes, Trans::no, ckk, P, out_c, T(1), w, ckk, dys, P,
@@ -292,7 +466,15 @@ struct kernel<op::conv2d_backward, basic_cpu<T>> {
             const T* part = partials + grp * wsize;
             for (std::size_t i = 0; i < wsize; ++i) dw[i] += part[i];
         }
-        kernel<op::bias_grad, basic_cpu<T>>::run(dy, db, n, out_c, P);
+        if (!dw_direct) {
+            kernel<op::bias_grad, basic_cpu<T>>::run(dy, db, n, out_c, P);
+            return;
+        }
+        for (std::size_t o = 0; o < out_c; ++o) {  // as bias_grad: the samples' sums in double, in order
+            double s = 0.0;
+            for (std::size_t i = 0; i < n; ++i) s += dbs[i * out_c + o];
+            db[o] += static_cast<T>(s);
+        }
     }
 };
 
