@@ -168,9 +168,12 @@ bool bitwise_equal(const N& a, const N& b) {
 /// 1 process x batch 100 and the same with each batch's samples in 4 other orders. Checks: the
 /// ranks are bitwise equal; overlapped == blocking bitwise, and overlap happened; 2 ranks == the
 /// 2-halves simulation bitwise; and vs 1 x 100 the worst relative difference is <= bound.
-/// With `or_reordering`, the bound is the larger of `bound` and the largest difference of the
+/// With `or_reordering`, the bound is the larger of `bound` and 4 x the largest difference of the
 /// reference from itself under the 4 reorderings (float Adam, where 1e-6 is below what the
-/// summation order decides: splitting the batch in two halves is one more such order).
+/// summation order decides: splitting the batch in two halves is one more such order, so the
+/// 4 reorderings only sample the scale of that noise; the halves' order has landed 1.55x above
+/// the sampled worst in a ThreadSanitizer build, hence the margin of 4 on the sampled scale).
+/// What data parallelism itself adds is checked bitwise above (2 ranks == the 2-halves run).
 template <class B, template <class> class Opt>
 int equivalence(oar::dist::ParallelContext& ctx, const char* name, double bound, bool or_reordering = false) {
     using T = typename B::value_type;
@@ -198,7 +201,7 @@ int equivalence(oar::dist::ParallelContext& ctx, const char* name, double bound,
         const double d = max_relative_diff(train_alone<B, Opt>(init_seed, order), ref, k);
         if (d > rel_rev) rel_rev = d, key_rev = k;
     }
-    if (or_reordering) bound = std::max(bound, rel_rev);
+    if (or_reordering) bound = std::max(bound, 4 * rel_rev);
     const bool ok = same && same_blocking && overlapped > 0 && same_halves && rel <= bound;
     if (ctx.is_writer() || !ok)
         std::printf("%s: rank %d: bitwise equal to rank 1: %s; overlapped == blocking bitwise: %s (%zu buckets "
