@@ -20,6 +20,7 @@
 
 #include <oar/io/tensorboard.hpp>  // under test
 
+#include "support/faults.hpp"    // oar_test::open_fds, FileSizeLimit: the write-error paths
 #include "support/errors.hpp"    // oar_test::message_of, contains
 #include "support/process.hpp"   // oar_test::run_command: the python readers
 #include "support/temp_dir.hpp"  // oar_test::TempDir
@@ -29,6 +30,9 @@ using oar_test::contains;
 using oar_test::TempDir;
 
 namespace {
+
+using oar_test::FileSizeLimit;
+using oar_test::open_fds;
 
 struct Seen {
     std::int64_t step = 0;
@@ -98,29 +102,6 @@ std::vector<fs::path> event_files(const fs::path& dir) {
         if (e.path().filename().string().find("tfevents") != std::string::npos) out.push_back(e.path());
     return out;
 }
-
-/// Open file descriptors of this process: error paths must not leak any.
-int open_fds() {
-    int n = 0;
-    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
-    return n;
-}
-
-/// While alive, regular files cannot grow past `bytes` (writes fail with EFBIG, SIGXFSZ ignored):
-/// a full disk, for the write-error paths.
-struct FileSizeLimit {
-    rlimit old{};
-    explicit FileSizeLimit(rlim_t bytes) {
-        ::getrlimit(RLIMIT_FSIZE, &old);
-        std::signal(SIGXFSZ, SIG_IGN);
-        rlimit r = old;
-        r.rlim_cur = bytes;
-        ::setrlimit(RLIMIT_FSIZE, &r);
-    }
-    ~FileSizeLimit() { ::setrlimit(RLIMIT_FSIZE, &old); }
-    FileSizeLimit(const FileSizeLimit&) = delete;
-    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
-};
 
 }  // namespace
 
