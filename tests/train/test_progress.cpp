@@ -14,23 +14,13 @@
 
 #include <oar/oar.hpp>  // Adam
 
+#include "support/text.hpp"       // oar_test::read_all, count: what the callbacks printed
 #include "support/toy_model.hpp"  // oar_test::toy_set, ToyNet
 
 namespace {
 
-std::string read_all(std::FILE* f) {
-    std::fflush(f);
-    std::rewind(f);
-    std::string s;
-    for (int c; (c = std::fgetc(f)) != EOF;) s += static_cast<char>(c);
-    return s;
-}
-
-std::size_t count(const std::string& s, const std::string& what) {
-    std::size_t n = 0;
-    for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-    return n;
-}
+using oar_test::count;
+using oar_test::read_all;
 
 /// Remembers each batch's logs, to compare with what the logger printed.
 struct Keep {
