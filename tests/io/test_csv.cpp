@@ -79,11 +79,6 @@ std::vector<std::string> texts(const Record& r) {
     return out;
 }
 
-std::string file_text(const std::string& path) {
-    const auto b = oar_test::read_raw(path);
-    return std::string(b.begin(), b.end());
-}
-
 }  // namespace
 
 TEST_CASE("CsvWriter rows read back through python's csv module with every number round-tripping exactly") {
@@ -137,8 +132,8 @@ TEST_CASE("CsvWriter quotes text with commas, quotes and line breaks per RFC 418
     CHECK(texts(records[0]) == std::vector<std::string>{"name, with comma", "value \"q\""});
     for (std::size_t i = 0; i < nasty.size(); ++i) CHECK(texts(records[i + 1]) == std::vector<std::string>{nasty[i], std::to_string(i)});
     CHECK(texts(records.back()) == std::vector<std::string>{"view", "c-string"});
-    CHECK(contains(file_text(path), "\"say \"\"hi\"\"\""));  // inner quotes doubled
-    CHECK(contains(file_text(path), "\nplain,0\n"));         // plain text stays unquoted
+    CHECK(contains(oar_test::read_text(path), "\"say \"\"hi\"\"\""));  // inner quotes doubled
+    CHECK(contains(oar_test::read_text(path), "\nplain,0\n"));         // plain text stays unquoted
 }
 
 TEST_CASE("CsvWriter writes NaN and infinities as nan, inf and -inf, which python's float() reads") {
@@ -251,7 +246,7 @@ TEST_CASE("CsvWriter in append mode writes the header into an empty file or one 
             oar::io::CsvWriter csv(path, {"epoch", "loss"}, oar::io::CsvMode::append);
             csv.row(1, 2);
         }
-        CHECK(file_text(path) == "epoch,loss\n1,2\n");
+        CHECK(oar_test::read_text(path) == "epoch,loss\n1,2\n");
     }
 }
 
@@ -262,14 +257,14 @@ TEST_CASE("CsvWriter in append mode refuses a file with another header, naming t
         oar::io::CsvWriter csv(path, {"epoch", "loss", "acc"});
         csv.row(1, 0.5, 0.9);
     }
-    const std::string before = file_text(path);
+    const std::string before = oar_test::read_text(path);
     const std::string msg = oar_test::message_of<oar::format_error>(
         [&] { oar::io::CsvWriter csv(path, {"epoch", "loss", "val_acc"}, oar::io::CsvMode::append); });
     CHECK(contains(msg, "oar:"));
     CHECK(contains(msg, path));
     CHECK(contains(msg, "epoch,loss,acc"));
     CHECK(contains(msg, "epoch,loss,val_acc"));
-    CHECK(file_text(path) == before);  // untouched
+    CHECK(oar_test::read_text(path) == before);  // untouched
 }
 
 TEST_CASE("CsvWriter refuses rows of the wrong length, no columns, repeated columns and folders it cannot create") {
@@ -291,7 +286,7 @@ TEST_CASE("CsvWriter refuses rows of the wrong length, no columns, repeated colu
     msg = oar_test::message_of<oar::io_error>([&] { oar::io::CsvWriter c(dir.file("file") + "/log.csv", {"a"}); });
     CHECK(contains(msg, "file/log.csv"));
     csv.row(1, 2);  // still usable after refused rows
-    CHECK(file_text(dir.file("n.csv")) == "a,b\n1,2\n");
+    CHECK(oar_test::read_text(dir.file("n.csv")) == "a,b\n1,2\n");
 }
 
 TEST_CASE("CsvWriter reports a failed write (a full disk) as io_error naming the file, and leaks no file handle on any error") {

@@ -141,11 +141,6 @@ oar::io::TrainingCurves five_epochs() {
     return h;
 }
 
-std::string text_of(const std::string& path) {
-    const auto b = oar_test::read_raw(path);
-    return std::string(b.begin(), b.end());
-}
-
 }  // namespace
 
 TEST_CASE("write_training_curves draws loss and accuracy panels with a polyline, markers and a legend entry per curve") {
@@ -261,8 +256,8 @@ TEST_CASE("render_svg skips NaN, infinite and absurdly large points, breaks the 
     INFO(p.output);
     REQUIRE(p.status == 0);
     CHECK(p.bad_numbers.empty());
-    CHECK(!contains(text_of(path), "nan\""));
-    CHECK(!contains(text_of(path), "inf\""));
+    CHECK(!contains(oar_test::read_text(path), "nan\""));
+    CHECK(!contains(oar_test::read_text(path), "inf\""));
     // gappy: runs [1,0.9], [0.7,0.6], [0.4] -> two polylines and a lone marker.
     REQUIRE(p.curves.size() == 2);
     CHECK(p.curves[0].points.size() == 2);
@@ -294,7 +289,7 @@ TEST_CASE("render_svg escapes markup and replaces control characters and invalid
     REQUIRE(p.panels.size() == 1);
     CHECK(p.panels[0] == "</text><script>x</script>");
     CHECK(p.legends[0] == std::vector<std::string>{"<&>\"'", "surrogate " + fffd + fffd + fffd + " overlong " + fffd + fffd});
-    CHECK(!contains(text_of(path), "<script>"));
+    CHECK(!contains(oar_test::read_text(path), "<script>"));
 }
 
 TEST_CASE("write_svg replaces the previous file atomically and leaves no temporary file behind") {
@@ -386,7 +381,7 @@ TEST_CASE("write_svg on a full disk throws io_error, keeps the previous file, re
     TempDir dir;
     const std::string path = dir.file("curves.svg");
     oar::io::write_training_curves(path, five_epochs(), "before");
-    const std::string before = text_of(path);
+    const std::string before = oar_test::read_text(path);
     const int fds = open_fds();
     std::string msg;
     {
@@ -394,7 +389,7 @@ TEST_CASE("write_svg on a full disk throws io_error, keeps the previous file, re
         msg = oar_test::message_of<oar::io_error>([&] { oar::io::write_training_curves(path, five_epochs(), "after"); });
     }
     CHECK(contains(msg, "curves.svg"));
-    CHECK(text_of(path) == before);
+    CHECK(oar_test::read_text(path) == before);
     int entries = 0;
     for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path)) ++entries;
     CHECK(entries == 1);

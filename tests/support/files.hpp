@@ -10,6 +10,7 @@
 #include <filesystem>  // std::filesystem::path
 #include <fstream>     // std::ofstream, std::ifstream
 #include <iterator>    // std::istreambuf_iterator
+#include <string>      // std::string: read_text
 #include <vector>      // std::vector
 
 #include <zlib.h>  // gzopen, gzwrite, gzclose: writing the gzip inputs
@@ -29,6 +30,12 @@ inline void write_raw(const std::filesystem::path& path, const bytes& data) {
 inline bytes read_raw(const std::filesystem::path& path) {
     std::ifstream f(path, std::ios::binary);
     return bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+/// The text of the file at `path` (empty if it cannot be read).
+inline std::string read_text(const std::filesystem::path& path) {
+    const bytes b = read_raw(path);
+    return std::string(b.begin(), b.end());
 }
 
 namespace detail {
