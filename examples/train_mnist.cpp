@@ -85,6 +85,7 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --lr-schedule S      none | step:SIZE[:GAMMA] | multistep:E1,E2,...[:GAMMA] |
                        cosine[:T_MAX] | plateau[:PATIENCE[:FACTOR]]  (per epoch; default none)
   --seed N             seed of initialisation, shuffling and dropout (default 0)
+  --init NAME          paddle | torch: whose default initialisation  (default paddle)
   --workers N          DataLoader worker threads, 0 = load in the training thread (default 0)
   --device D           cpu | gpu | gpu:N                            (default cpu; gpu: not yet)
   --checkpoint-dir DIR save DIR/latest after every epoch (and when stopped by a signal),
@@ -375,7 +376,7 @@ template <class Seq, class D>
 int run_model(const Config& c, const std::string& dataset, const Splits<D>& data, oar::dist::ParallelContext& par,
               clock_type::time_point start) {
     using Net = oar::Network<Seq, course::Image>;
-    Net net(c.seed);
+    Net net(c.seed, c.init == "torch" ? oar::init_scheme::torch : oar::init_scheme::paddle);
     say("%s", oar::summary(net).c_str());
     const oar::L2Decay l2(c.l2);
     auto& p = net.parameters();
@@ -400,9 +401,9 @@ int run(const Config& c, const std::string& path, const std::string& dataset, co
         oar::dist::ParallelContext& par, clock_type::time_point start) {
     say("dataset: %s (%s): train %zu, valid %zu, test %zu images\n", dataset.c_str(), path.c_str(),
         data.train.size(), data.valid.size(), data.test.size());
-    say("model: %s, optimizer: %s, lr %g, L2Decay %g, batch %zu, epochs %zu, seed %llu, workers %zu\n",
+    say("model: %s, optimizer: %s, lr %g, L2Decay %g, batch %zu, epochs %zu, seed %llu, init %s, workers %zu\n",
         c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), static_cast<double>(c.l2), c.batch_size,
-        c.epochs, static_cast<unsigned long long>(c.seed), c.workers);
+        c.epochs, static_cast<unsigned long long>(c.seed), c.init.c_str(), c.workers);
     if (par.distributed())
         say("data parallel: %d ranks, %zu images per rank per step (rank %d of %d writes)\n", par.world_size(),
             c.batch_size / static_cast<std::size_t>(par.world_size()), par.rank(), par.world_size());

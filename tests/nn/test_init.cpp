@@ -86,6 +86,31 @@ TEST_CASE("xavier_uniform draws from U(-a, a) with a = sqrt(6 / (fan_in + fan_ou
     }
 }
 
+TEST_CASE("init_scheme::torch draws weights and biases from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), whatever the kind") {
+    for (const auto kind : {init_kind::kaiming_normal, init_kind::xavier_uniform, init_kind::zeros}) {
+        const std::size_t fan_in = 20 * 5 * 5, count = 20000;
+        const ParamSpec p{"weight", make_dims(count), kind, fan_in, 500};
+        std::vector<float> v(count, 7.0f);
+        oar::initialize(p, std::span<float>(v), oar::CounterRng{5}, 2, oar::init_scheme::torch);
+        const double a = 1.0 / std::sqrt(static_cast<double>(fan_in));
+        const double n = static_cast<double>(count);
+        const Moments m = moments(v);
+        CHECK(m.min >= -a * (1 + 1e-6));
+        CHECK(m.max <= a * (1 + 1e-6));
+        CHECK(m.min < -0.99 * a);
+        CHECK(m.max > 0.99 * a);
+        CHECK(std::abs(m.mean) < z * std::sqrt(a * a / 3.0 / n));
+        CHECK(std::abs(m.var - a * a / 3.0) < z * std::sqrt((a * a * a * a / 5.0 - a * a * a * a / 9.0) / n));
+    }
+    // The default scheme is Paddle's: the same spec gives N(0, sqrt(2/fan_in)), not the uniform.
+    const ParamSpec w{"weight", make_dims(20, 1, 5, 5), init_kind::kaiming_normal, 25, 500};
+    std::vector<float> paddle(500), torch(500);
+    oar::initialize(w, std::span<float>(paddle), oar::CounterRng{5}, 0);
+    oar::initialize(w, std::span<float>(torch), oar::CounterRng{5}, 0, oar::init_scheme::torch);
+    CHECK(paddle != torch);
+    CHECK(moments(paddle).max > 0.2 + 1e-3);  // N(0, 0.283) exceeds torch's bound 1/sqrt(25) = 0.2 in 500 draws
+}
+
 TEST_CASE("kaiming_normal draws from N(0, sqrt(2 / fan_in))") {
     const std::size_t fan_in = 32 * 3 * 3;
     const ParamSpec w{"weight", make_dims(64, 32, 3, 3), init_kind::kaiming_normal, fan_in, 64 * 3 * 3};

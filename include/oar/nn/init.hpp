@@ -1,5 +1,6 @@
-// Parameter initialisation like Paddle's defaults, drawn from counter-based streams: parameter
-// tensor t of a network seeded s always gets the same values, whatever else was drawn before.
+// Parameter initialisation, drawn from counter-based streams: parameter tensor t of a network
+// seeded s always gets the same values, whatever else was drawn before. Two schemes: Paddle's
+// defaults (the library's default) and PyTorch's (for comparing with, or reproducing, torch runs).
 #pragma once
 
 #include <cmath>    // std::sqrt
@@ -12,10 +13,23 @@
 
 namespace oar {
 
+/// Which framework's default initialisation a network draws.
+///   paddle: each ParamSpec's own init_kind (Linear W XavierUniform, Conv2D W N(0, sqrt(2/fan_in)),
+///           biases 0), as paddle.nn does;
+///   torch:  every parameter, weights and biases, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as
+///           torch.nn.Linear / Conv2d's reset_parameters (kaiming_uniform_ with a = sqrt(5)) do.
+enum class init_scheme { paddle, torch };
+
 /// Fills `out` (spec.dims.size() values) for parameter tensor number `index` of a network.
 template <class T>
-void initialize(const ParamSpec& spec, std::span<T> out, const CounterRng& rng, std::size_t index) {
+void initialize(const ParamSpec& spec, std::span<T> out, const CounterRng& rng, std::size_t index,
+                init_scheme scheme = init_scheme::paddle) {
     const std::uint64_t stream = rng_stream::init + index;
+    if (scheme == init_scheme::torch) {
+        const double a = spec.fan_in ? 1.0 / std::sqrt(static_cast<double>(spec.fan_in)) : 0.0;
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>((2.0 * rng.uniform(stream, i) - 1.0) * a);
+        return;
+    }
     switch (spec.init) {
         case init_kind::zeros:
             for (auto& v : out) v = T(0);

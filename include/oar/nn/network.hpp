@@ -90,9 +90,10 @@ public:
     using layer_event = basic_layer_event<value_type>;
     static constexpr std::size_t num_layers = sizeof...(Ls);
 
-    /// Builds the network with Paddle's default initialisation drawn from `seed`.
+    /// Builds the network with Paddle's default initialisation (or `scheme`'s) drawn from `seed`.
     /// Moving or copying keeps the parameters (layers hold no pointers; the context does).
-    explicit Network(std::uint64_t seed = 0) : params_(info::param_buffer_size, make_entries()) {
+    explicit Network(std::uint64_t seed = 0, init_scheme scheme = init_scheme::paddle)
+        : params_(info::param_buffer_size, make_entries()) {
         ctx_.rng = CounterRng{seed};
         std::size_t t = 0;
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
@@ -101,7 +102,7 @@ public:
             if constexpr (ParametricLayer<L>) {
                 const auto specs = L::params(info::dims[I]);
                 for (std::size_t k = 0; k < specs.size(); ++k, ++t)
-                    initialize(specs[k], params_.value(params_.entries()[t]), ctx_.rng, t);
+                    initialize(specs[k], params_.value(params_.entries()[t]), ctx_.rng, t, scheme);
             }
         });
         entry_begin_[num_layers] = t;

@@ -169,6 +169,7 @@ struct TrainOptions {
     float lr = 1e-3f;
     float l2 = 1e-5f;
     std::uint64_t seed = 0;
+    std::string init = "paddle";  ///< paddle | torch: whose default initialisation (nn/init.hpp)
     std::size_t log_every = 200;
     std::size_t workers = 0;
     DeviceOption device{};
@@ -190,6 +191,7 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
         else if (flag == "--lr") c.lr = static_cast<float>(parse_rate(flag, value));
         else if (flag == "--l2") c.l2 = static_cast<float>(parse_rate(flag, value));
         else if (flag == "--seed") c.seed = parse_count(flag, value, 0);
+        else if (flag == "--init") c.init = value;
         else if (flag == "--log-every") c.log_every = parse_count(flag, value, 0);
         else if (flag == "--workers") c.workers = parse_count(flag, value, 0);
         else if (flag == "--device") c.device = parse_device(value);
@@ -204,6 +206,8 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
         throw usage_error("--model must be linear, sigmoid-mlp, mlp or cnn, got '" + c.model + "'");
     if (c.optimizer != "sgd" && c.optimizer != "momentum" && c.optimizer != "adagrad" && c.optimizer != "adam")
         throw usage_error("--optimizer must be sgd, momentum, adagrad or adam, got '" + c.optimizer + "'");
+    if (c.init != "paddle" && c.init != "torch")
+        throw usage_error("--init must be paddle or torch, got '" + c.init + "'");
     if (c.epochs > 1000000) throw usage_error(detail::concat("--epochs ", c.epochs, " is more than 1000000"));
     if (c.batch_size > (std::size_t{1} << 24))
         throw usage_error(detail::concat("--batch-size ", c.batch_size, " is more than 16777216"));
