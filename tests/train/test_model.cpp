@@ -4,7 +4,10 @@
 
 #include <oar/train/model.hpp>
 
+#include <algorithm>   // std::reverse: the fake device network's layout
 #include <cstdint>
+#include <filesystem>  // std::filesystem::exists
+#include <span>
 #include <string>
 #include <vector>
 
@@ -193,4 +196,123 @@ TEST_CASE("misuse is named: fit before prepare, two metrics of one name, an unkn
     CHECK_THROWS_WITH_AS(h.epochs[0].at("eval_acc"),
                          "oar: Logs: no value named 'eval_acc' at epoch 0 (there are: loss, lr)", oar::value_error);
     CHECK_THROWS_AS(oar::top_k_accuracy(0), oar::value_error);
+}
+
+namespace {
+
+/// A stand-in for Network<..., oar::cuda> (which needs nvcc and a GPU): the toy network whose
+/// outputs live in "device memory" = a buffer holding them in reverse order, readable on the host
+/// only through the static to_host(), as Network<cuda> does. A Model that read the outputs'
+/// data directly for its metrics or predict() would see the wrong logits.
+class FakeDeviceNet {
+public:
+    using output_shape = Net::output_shape;
+    using view_type = oar::TensorView;
+    explicit FakeDeviceNet(std::uint64_t seed) : net_(seed) {}
+
+    view_type forward(view_type x) {
+        const auto y = net_.forward(x);
+        device_.assign(y.data(), y.data() + y.size());
+        std::reverse(device_.begin(), device_.end());
+        return {device_.data(), y.batch(), y.dims()};
+    }
+    void backward(view_type dy) { net_.backward(to_host_view(dy)); }
+    static std::vector<float> to_host(view_type v) {
+        std::vector<float> h(v.data(), v.data() + v.size());
+        std::reverse(h.begin(), h.end());
+        return h;
+    }
+    void train() { net_.train(); }
+    void eval() { net_.eval(); }
+    bool training() const { return net_.training(); }
+    auto& parameters() { return net_.parameters(); }
+    const auto& parameters() const { return net_.parameters(); }
+
+private:
+    view_type to_host_view(view_type dy) {
+        grad_ = to_host(dy);  // the fake loss hands back its gradient as "device memory" too
+        return {grad_.data(), dy.batch(), dy.dims()};
+    }
+    Net net_;
+    std::vector<float> device_, grad_;
+};
+
+/// CrossEntropyLoss over FakeDeviceNet's device outputs (as CrossEntropyLoss<oar::cuda>).
+class FakeDeviceLoss {
+public:
+    static constexpr bool device_outputs = true;
+    float forward(oar::TensorView out, std::span<const std::int64_t> labels) {
+        host_ = FakeDeviceNet::to_host(out);
+        const float l = ce_(oar::TensorView(host_.data(), out.batch(), out.dims()), labels);
+        const auto g = ce_.backward();
+        grad_.assign(g.data(), g.data() + g.size());
+        std::reverse(grad_.begin(), grad_.end());
+        batch_ = g.batch();
+        dims_ = g.dims();
+        return l;
+    }
+    oar::TensorView backward() const { return {grad_.data(), batch_, dims_}; }
+
+private:
+    oar::CrossEntropyLoss<> ce_;
+    std::vector<float> host_, grad_;
+    std::size_t batch_ = 0;
+    oar::Dims dims_{};
+};
+
+}  // namespace
+
+TEST_CASE("a network whose outputs live on a device trains as the host network: metrics and predict read to_host()") {
+    static_assert(oar::detail::device_network<FakeDeviceNet> && !oar::detail::device_network<Net>);
+    static_assert(oar::detail::device_loss<FakeDeviceLoss> && !oar::detail::device_loss<oar::CrossEntropyLoss<>>);
+    const auto train = toy(120), valid = toy(40, 1000);
+    const oar::FitOptions fo{.epochs = 2, .batch_size = 20, .seed = 5};
+
+    Net host(11);
+    oar::Adam host_opt(host.parameters(), {.learning_rate = 0.01f});
+    oar::Model host_model(host);
+    host_model.prepare(host_opt, oar::CrossEntropyLoss<>{}, {oar::top_k_accuracy(1)});
+    const oar::History hh = host_model.fit(train, &valid, fo);
+
+    FakeDeviceNet dev(11);
+    oar::Adam dev_opt(dev.parameters(), {.learning_rate = 0.01f});
+    oar::Model<FakeDeviceNet, FakeDeviceLoss> dev_model(dev);
+    dev_model.prepare(dev_opt, FakeDeviceLoss{}, {oar::top_k_accuracy(1)});
+    const oar::History dh = dev_model.fit(train, &valid, fo);
+
+    CHECK(bitwise_equal(weights(host), oar_test::weights_of(dev)));
+    REQUIRE(dh.epochs.size() == 2);
+    for (std::size_t e = 0; e < 2; ++e) {
+        CHECK(dh.epochs[e].loss == hh.epochs[e].loss);
+        CHECK(dh.epochs[e].at("acc") == hh.epochs[e].at("acc"));
+        CHECK(dh.epochs[e].at("eval_acc") == hh.epochs[e].at("eval_acc"));
+        CHECK(dh.epochs[e].eval_loss == hh.epochs[e].eval_loss);
+    }
+    CHECK(hh.epochs[1].at("eval_acc") > 0.5);  // it learned: equal accuracies are not both chance
+    const auto hp = host_model.predict(valid, 16), dp = dev_model.predict(valid, 16);
+    CHECK(bitwise_equal(std::vector<float>(hp.data(), hp.data() + hp.size()),
+                        std::vector<float>(dp.data(), dp.data() + dp.size())));
+    const oar::EvalResult he = host_model.evaluate(valid, 16), de = dev_model.evaluate(valid, 16);
+    CHECK(de.metric("acc") == he.metric("acc"));
+    CHECK(de.loss == he.loss);
+}
+
+TEST_CASE("a network on a device refuses layer hooks and checkpoints by name") {
+    const auto train = toy(40);
+    FakeDeviceNet dev(2);
+    oar::SGD opt(dev.parameters(), {.learning_rate = 0.1f});
+    oar::Model<FakeDeviceNet, FakeDeviceLoss> model(dev);
+    model.prepare(opt, FakeDeviceLoss{}, {oar::top_k_accuracy(1)});
+    const std::string dir = "test_model_device_ckpt";
+    CHECK_THROWS_WITH_AS(model.save_checkpoint(dir, "latest"),
+                         doctest::Contains("Model::save_checkpoint(test_model_device_ckpt, latest): checkpoints of "
+                                           "a network on the GPU are not supported yet"),
+                         oar::value_error);
+    CHECK_THROWS_AS(model.load_checkpoint(dir, "latest"), oar::value_error);
+    CHECK_FALSE(std::filesystem::exists(dir));
+    model.add_layer_hook([](const oar::LayerEvent&) {});
+    CHECK_THROWS_WITH_AS(model.fit(train, {.epochs = 1, .batch_size = 20}),
+                         doctest::Contains("layer hook(s) (TerminateOnNonFinite with layers on, Diagnostics, "
+                                           "add_layer_hook) but the network is on the GPU"),
+                         oar::value_error);
 }

@@ -245,16 +245,21 @@ private:
         std::vector<std::thread> threads_;  // last: joined before the rest is destroyed
     };
 
-    static generator<Batch> run(std::shared_ptr<const D> ds, BatchList batches, WorkerOptions opts) {
+    /// The epoch's coroutine. Its parameters name no template parameter: nvcc 13's front end
+    /// mistranslates a co_yield in a coroutine whose signature depends on one ("'__T0' was not
+    /// declared"), so the dataset travels as a shared_ptr<const void>, which keeps it alive and
+    /// still points at the D.
+    static generator<Batch> run(std::shared_ptr<const void> dataset, BatchList batches, WorkerOptions opts) {
+        const D& ds = *static_cast<const D*>(dataset.get());
         if (opts.num_workers == 0) {
             Batch b;
             for (std::size_t k = 0; k < batches.size(); ++k) {
-                build(*ds, batches[k], k, b);
+                build(ds, batches[k], k, b);
                 co_yield std::move(b);  // the consumer gets b itself; a move-from leaves it reusable
             }
             co_return;
         }
-        Workers pool(*ds, batches, opts);
+        Workers pool(ds, batches, opts);
         for (std::size_t k = 0; k < batches.size(); ++k) {
             Slot s = pool.take(k);
             if (auto* e = std::get_if<std::exception_ptr>(&s)) std::rethrow_exception(*e);

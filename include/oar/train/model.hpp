@@ -3,6 +3,10 @@
 // (on_train_begin, on_epoch_begin, on_train_batch_end, on_epoch_end, on_eval_end, on_train_end),
 // passed as a pack and called with the model and a Logs struct. The manual loop stays possible:
 // Model only drives the same forward, loss, backward, step, clear_grad the course writes by hand.
+// The same Model drives a network on the GPU (Network<..., oar::cuda>, oar/cuda/network.cuh,
+// compiled by nvcc) with CrossEntropyLoss<oar::cuda>: its outputs stay in device memory for the
+// loss and backward and are copied to the host only for metrics and predict(); layer hooks and
+// checkpoints are refused there with a value_error. For a CPU network nothing of that is compiled.
 #pragma once
 
 #include <algorithm>    // std::clamp
@@ -38,6 +42,16 @@ namespace oar {
 
 // ---------------------------------------------------------------------------------------------
 // Losses and metrics over (output, labels)
+
+namespace detail {
+/// A network whose forward returns a view of device memory (Network<..., oar::cuda>) offers a
+/// static to_host(view) that copies one back; Model copies outputs only where the host reads them.
+template <class Net>
+concept device_network = requires(typename Net::view_type v) { Net::to_host(v); };
+/// A loss whose forward reads outputs in device memory says so (CrossEntropyLoss<oar::cuda>).
+template <class L>
+concept device_loss = requires { requires L::device_outputs; };
+}  // namespace detail
 
 /// LabelLoss: forward(output, labels) returns the batch loss and keeps d(loss)/d(output) for
 /// backward(). CrossEntropyLoss is one; LabelMSELoss adapts MSELoss to integer labels.
@@ -317,6 +331,11 @@ public:
     using network_type = Net;
     using loss_type = Loss;
 
+    static_assert(detail::device_network<Net> == detail::device_loss<Loss>,
+                  "oar: Model's network and loss must work on the same side: a GPU network "
+                  "(Network<..., oar::cuda>) needs a GPU loss (Model<Net, CrossEntropyLoss<oar::cuda>>), a CPU network a "
+                  "CPU loss");
+
     explicit Model(Net& net) : net_(&net) {}
 
     /// The optimizer (borrowed: it must outlive the model), the loss and the metrics.
@@ -327,12 +346,23 @@ public:
         opt_lr_ = [&optimizer] { return optimizer.learning_rate(); };
         opt_set_lr_ = [&optimizer](float lr) { optimizer.set_learning_rate(lr); };
         optimizer_ = &optimizer;
-        save_ = [this, &optimizer](const std::string& dir, const std::string& stem, const TrainingState& st) {
-            oar::save_checkpoint(dir, stem, *net_, optimizer, st);
-        };
-        load_ = [this, &optimizer](const std::string& dir, const std::string& stem) {
-            return oar::load_checkpoint(dir, stem, *net_, optimizer);
-        };
+        if constexpr (detail::device_network<Net>) {  // the checkpoint code reads parameters on the host
+            save_ = [](const std::string& dir, const std::string& stem, const TrainingState&) {
+                throw value_error(detail::concat("Model::save_checkpoint(", dir, ", ", stem,
+                                                 "): checkpoints of a network on the GPU are not supported yet"));
+            };
+            load_ = [](const std::string& dir, const std::string& stem) -> TrainingState {
+                throw value_error(detail::concat("Model::load_checkpoint(", dir, ", ", stem,
+                                                 "): checkpoints of a network on the GPU are not supported yet"));
+            };
+        } else {
+            save_ = [this, &optimizer](const std::string& dir, const std::string& stem, const TrainingState& st) {
+                oar::save_checkpoint(dir, stem, *net_, optimizer, st);
+            };
+            load_ = [this, &optimizer](const std::string& dir, const std::string& stem) {
+                return oar::load_checkpoint(dir, stem, *net_, optimizer);
+            };
+        }
         optimizer_type_ = &typeid(O);
         loss_ = std::move(loss);
         metrics_ = std::move(metrics);
@@ -435,15 +465,25 @@ public:
     /// Returns the loss; updates the running metrics.
     float train_batch(TensorView images, std::span<const std::int64_t> labels) {
         check_prepared("train_batch");
-        auto out = hooks_.empty() ? net_->forward(images) : net_->forward(images, HookCaller{&hooks_});
-        const float l = static_cast<float>(loss_.forward(out, labels));
-        for (auto& m : metrics_) m.update(out, labels);
-        if (hooks_.empty()) net_->backward(loss_.backward());
-        else net_->backward(loss_.backward(), HookCaller{&hooks_});
-        if (sync_) sync_();
-        opt_step_();
-        opt_clear_();
-        return l;
+        if constexpr (detail::device_network<Net>) {  // no observer passes on the GPU network
+            if (!hooks_.empty())
+                throw value_error(detail::concat("Model::train_batch: ", hooks_.size(),
+                                                 " layer hook(s) (TerminateOnNonFinite with layers on, Diagnostics, "
+                                                 "add_layer_hook) but the network is on the GPU, which has no layer "
+                                                 "hooks yet"));
+            auto out = net_->forward(images);
+            const float l = static_cast<float>(loss_.forward(out, labels));
+            update_metrics(metrics_, out, labels);
+            net_->backward(loss_.backward());
+            return finish_step(l);
+        } else {
+            auto out = hooks_.empty() ? net_->forward(images) : net_->forward(images, HookCaller{&hooks_});
+            const float l = static_cast<float>(loss_.forward(out, labels));
+            update_metrics(metrics_, out, labels);
+            if (hooks_.empty()) net_->backward(loss_.backward());
+            else net_->backward(loss_.backward(), HookCaller{&hooks_});
+            return finish_step(l);
+        }
     }
 
     /// Trains from progress().epoch to opts.epochs - 1 on `train`, validating on `valid` (if not
@@ -566,7 +606,12 @@ public:
         std::size_t row = 0;
         for (auto&& b : loader.epoch(0)) {
             auto y = net_->forward(b.images);
-            std::copy(y.data(), y.data() + y.size(), out.data() + row * od.size());
+            if constexpr (detail::device_network<Net>) {
+                const auto host = Net::to_host(y);
+                std::copy(host.begin(), host.end(), out.data() + row * od.size());
+            } else {
+                std::copy(y.data(), y.data() + y.size(), out.data() + row * od.size());
+            }
             row += b.labels.size();
         }
         if (was_training) net_->train();
@@ -589,9 +634,30 @@ private:
         }
     };
 
+    /// The end of a training step: gradient sync, the optimizer's step, clear_grad.
+    float finish_step(float l) {
+        if (sync_) sync_();
+        opt_step_();
+        opt_clear_();
+        return l;
+    }
+
     void check_prepared(const char* what) const {
         if (!prepared_)
             throw value_error(detail::concat("Model::", what, ": call prepare(optimizer, loss, metrics) first"));
+    }
+
+    /// Adds a batch to the metrics; a GPU network's outputs are copied to the host first (only
+    /// when there is a metric to read them).
+    static void update_metrics(std::vector<Metric>& ms, TensorView out, std::span<const std::int64_t> labels) {
+        if constexpr (detail::device_network<Net>) {
+            if (ms.empty()) return;
+            const auto host = Net::to_host(out);
+            const TensorView h(host.data(), out.batch(), out.dims());
+            for (auto& m : ms) m.update(h, labels);
+        } else {
+            for (auto& m : ms) m.update(out, labels);
+        }
     }
 
     void fill_metrics(std::vector<NamedValue>& out) const {
@@ -610,7 +676,7 @@ private:
         for (auto&& b : loader.epoch(0)) {
             auto out = net_->forward(b.images);
             loss_sum += static_cast<double>(loss_.forward(out, b.labels)) * static_cast<double>(b.labels.size());
-            for (auto& m : ms) m.update(out, b.labels);
+            update_metrics(ms, out, b.labels);
             n += b.labels.size();
         }
         EvalResult r;
