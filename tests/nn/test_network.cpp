@@ -324,3 +324,92 @@ TEST_CASE("backward without dx skips the input gradient of a first Linear after 
     for (std::size_t i = 0; i < dx.size(); ++i) s += std::abs(dx[i]);
     CHECK(s > 0);  // asked for, the input gradient is still there
 }
+
+namespace {
+/// Observers that only count: attached, they make the pass run layer by layer (no ReLU fusion).
+struct CountForward {
+    std::size_t calls = 0;
+    void on_forward(const LayerEvent&) { ++calls; }
+};
+struct CountBackward {
+    std::size_t calls = 0;
+    void on_backward(const LayerEvent&) { ++calls; }
+};
+std::vector<float> copy_of(TensorView v) { return {v.data(), v.data() + v.size()}; }
+std::vector<float> grads_of(const auto& net) {
+    return {net.parameters().grads().begin(), net.parameters().grads().end()};
+}
+}  // namespace
+
+TEST_CASE("a ReLU after a Conv2D or a Linear is fused at compile time, only where the sequence allows it") {
+    static_assert(CNN::fuses_relu(0) && CNN::fuses_relu(3));
+    static_assert(!CNN::fuses_relu(1) && !CNN::fuses_relu(2) && !CNN::fuses_relu(7) && !CNN::fuses_relu(8));
+    using Mlp = Network<Sequential<Flatten, Linear<784, 512>, ReLU, Dropout<20>, Linear<512, 10>>, Shape<1, 28, 28>>;
+    static_assert(!Mlp::fuses_relu(0) && Mlp::fuses_relu(1) && !Mlp::fuses_relu(4));
+    using TanhAfter = Network<Sequential<Linear<4, 4>, Tanh, Linear<4, 4>, ReLU, ReLU>, Shape<4>>;
+    static_assert(!TanhAfter::fuses_relu(0) && TanhAfter::fuses_relu(2) && !TanhAfter::fuses_relu(3));
+    static_assert(Network<Small, Shape<2, 8, 8>, cpu64>::fuses_relu(0));  // the double gradient checks too
+}
+
+TEST_CASE("fused Conv2D/Linear + ReLU: forward, backward and the input gradient equal the unfused layers bit for bit") {
+    const auto check = [](auto a, auto b, Dims in, std::size_t batch, std::size_t relu_slot) {
+        using Net = decltype(a);
+        const Tensor x = ramp(batch, in, 2.0f);
+        CountForward seen;
+        const auto fused = copy_of(a.forward(x));
+        const auto plain = copy_of(b.forward(x, seen));  // observed: layer by layer
+        CHECK(seen.calls == Net::num_layers);
+        CHECK(fused == plain);
+        // Fused, the layer's own output is the ReLU's; unfused, it keeps its negative values.
+        CHECK(a.activation(relu_slot - 1).data() == a.activation(relu_slot).data());
+        CHECK(copy_of(b.activation(relu_slot)) == copy_of(a.activation(relu_slot)));
+        double negatives = 0;
+        for (std::size_t i = 0; i < b.activation(relu_slot - 1).size(); ++i)
+            negatives += b.activation(relu_slot - 1)[i] < 0.0f ? 1 : 0;
+        CHECK(negatives > 0);  // so the mask matters below
+        Tensor dy = ramp(batch, a.activation(Net::num_layers).dims(), 0.5f);
+        Tensor dxa(batch, in), dxb(batch, in);
+        CountBackward watched;
+        a.backward(dy, dxa);           // fused: the ReLU's mask applied inside the layer
+        b.backward(dy, dxb, watched);  // observed: the ReLU layer's own backward
+        CHECK(watched.calls == Net::num_layers);
+        CHECK(grads_of(a) == grads_of(b));
+        CHECK(copy_of(dxa) == copy_of(dxb));
+        double s = 0;
+        for (float g : grads_of(a)) s += std::abs(g);
+        CHECK(s > 0);
+    };
+    SUBCASE("the course CNN") {
+        set_num_threads(2);
+        check(CNN(5), CNN(5), make_dims(1, 28, 28), 7, 2);
+        check(CNN(5), CNN(5), make_dims(1, 28, 28), 7, 5);
+        set_num_threads(default_thread_count());
+    }
+    SUBCASE("a strided Conv2D (im2col path) and a Linear") {
+        using Net = Network<Sequential<Conv2D<3, 4, 3, 2, 1>, ReLU, Flatten, Linear<64, 6>, ReLU, Linear<6, 3>>,
+                            Shape<3, 8, 8>>;
+        static_assert(Net::fuses_relu(0) && Net::fuses_relu(3));
+        check(Net(2), Net(2), make_dims(3, 8, 8), 5, 2);
+        check(Net(2), Net(2), make_dims(3, 8, 8), 5, 5);
+    }
+}
+
+TEST_CASE("training steps with the fused ReLU give the bits of steps run layer by layer") {
+    CnnStep fused, plain;
+    CountForward f;
+    CountBackward b;
+    for (int i = 0; i < 3; ++i) {
+        const float lf = fused();
+        const float lp = plain.ce(plain.net.forward(plain.x, f), plain.labels);
+        plain.net.backward(plain.ce.backward(), b);
+        plain.opt.step();
+        plain.opt.clear_grad();
+        CHECK(lf == lp);
+    }
+    CHECK(f.calls == 3 * CNN::num_layers);
+    const std::vector<float> pf(fused.net.parameters().values().begin(), fused.net.parameters().values().end());
+    const std::vector<float> pp(plain.net.parameters().values().begin(), plain.net.parameters().values().end());
+    CHECK(pf == pp);
+    const CNN init(3);
+    CHECK(pf != std::vector<float>(init.parameters().values().begin(), init.parameters().values().end()));
+}

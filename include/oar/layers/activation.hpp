@@ -34,6 +34,9 @@ struct elementwise_layer {
 
 struct ReLU : detail::elementwise_layer<relu_fn> {
     static constexpr std::string_view name = "ReLU";
+    /// A layer before it with forward_relu / backward_relu (Conv2D, Linear on the CPU) runs it fused
+    /// into its epilogue (nn/network.hpp), unless an observer watches the pass.
+    static constexpr bool fusable_relu = true;
 };
 struct Sigmoid : detail::elementwise_layer<sigmoid_fn> {
     static constexpr std::string_view name = "Sigmoid";

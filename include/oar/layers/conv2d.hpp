@@ -2,7 +2,9 @@
 // weight [OutC, InC, K, K] (Paddle's and PyTorch's layout), Normal(0, sqrt(2/(InC*K*K))) init.
 // Computed by the backend's whole-batch conv2d kernels (on the CPU, samples in parallel: stride 1 as
 // an implicit GEMM on zero-padded copies, other strides by im2col/im2row + GEMM); backward recomputes
-// from x instead of storing columns.
+// from x instead of storing columns. forward_relu / backward_relu (CPU) are the convolution with
+// the ReLU after it fused into the epilogue; Network calls them where the layer sequence has
+// Conv2D, ReLU (nn/network.hpp).
 #pragma once
 
 #include <array>        // std::array
@@ -58,6 +60,21 @@ struct Conv2D {
     void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
         kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads,
                                             ctx.grads + bias_offset, dx);
+    }
+
+    /// y = ReLU(forward(x)): the bits of forward followed by the ReLU layer.
+    template <class T>
+    void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
+        kernel<op::conv2d_forward_relu, basic_cpu<T>>::run(geometry(in), OutC, n, x, ctx.params,
+                                                           ctx.params + bias_offset, y);
+    }
+    /// The backward of this layer and the ReLU after it: y is the ReLU's output, dy the gradient of
+    /// y, overwritten with the gradient of this layer's output; as backward from there.
+    template <class T>
+    void backward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, const T* y, T* dy, T* dx,
+                       std::size_t n) const {
+        kernel<op::conv2d_backward_relu, basic_cpu<T>>::run(geometry(in), OutC, n, x, ctx.params, y, dy, ctx.grads,
+                                                            ctx.grads + bias_offset, dx);
     }
 };
 

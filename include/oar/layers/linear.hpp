@@ -1,5 +1,7 @@
 // Linear<In, Out>: y = x W + b over the last dimension, as paddle.nn.Linear. The weight is stored
 // in Paddle's layout [In, Out] (PyTorch's is its transpose, [Out, In]); XavierUniform init.
+// forward_relu / backward_relu (CPU) fuse a following ReLU (the bias and max(., 0) in one pass; dy
+// masked in place); Network calls them where the layer sequence has Linear, ReLU.
 #pragma once
 
 #include <array>        // std::array
@@ -8,7 +10,8 @@
 
 #include "../core/context.hpp"         // Context
 #include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
-#include "../kernels/cpu/conv.hpp"     // op::bias_add / bias_grad on cpu
+#include "../kernels/cpu/conv.hpp"     // op::bias_add / bias_relu / bias_grad on cpu
+#include "../kernels/cpu/elementwise.hpp"  // op::relu_mask on cpu
 #include "../kernels/cpu/gemm.hpp"     // op::gemm on cpu
 
 namespace oar {
@@ -54,6 +57,23 @@ struct Linear {
         if (dx)
             kernel<op::gemm, B>::run(Trans::no, Trans::yes, rows, In, Out, T(1), dy, Out, ctx.params, Out, T(0), dx,
                                      In);  // dx = dy W^T
+    }
+
+    /// y = ReLU(forward(x)): the bits of forward followed by the ReLU layer.
+    template <class T>
+    void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
+        using B = basic_cpu<T>;
+        const std::size_t rows = n * (in.size() / In);
+        kernel<op::gemm, B>::run(Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out, T(0), y, Out);
+        kernel<op::bias_relu, B>::run(y, ctx.params + bias_offset, rows, Out, 1);
+    }
+    /// The backward of this layer and the ReLU after it: y is the ReLU's output, dy the gradient of
+    /// y, overwritten with the gradient of this layer's output; as backward from there.
+    template <class T>
+    void backward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, const T* y, T* dy, T* dx,
+                       std::size_t n) const {
+        kernel<op::relu_mask, basic_cpu<T>>::run(y, dy, n * (in.size() / In) * Out);
+        backward(ctx, in, x, y, static_cast<const T*>(dy), dx, n);
     }
 };
 

@@ -4,6 +4,11 @@
 // accumulates parameter gradients until clear_grad(), as Paddle's and PyTorch's loops expect.
 // forward/backward take an optional observer (diagnostics, NaN guard, per-layer allreduce in
 // nn/hooks.hpp and dist/) called after each layer; without one, no call is compiled in.
+// A ReLU right after a layer that can fuse it (forward_relu / backward_relu: Conv2D and Linear on
+// the CPU) runs in that layer's epilogue, decided at compile time from the layer sequence: forward
+// writes the ReLU's output only, backward masks dy inside the layer. A pass with an observer that
+// watches it (on_forward / on_backward) runs the layers one by one instead, so every event is the
+// unfused one. The results are the same bits either way (tests/nn/test_network.cpp).
 #pragma once
 
 #include <algorithm>    // std::copy
@@ -69,6 +74,20 @@ template <class O, class T>
 concept LayerObserver = ForwardObserver<std::remove_reference_t<O>, T> || BackwardObserver<std::remove_reference_t<O>, T> ||
                         std::same_as<std::remove_cvref_t<O>, no_observer>;
 
+/// A ReLU layer that a layer before it may fuse (layers/activation.hpp's ReLU).
+template <class L>
+concept FusableRelu = requires { requires L::fusable_relu; };
+
+/// A layer that runs a following ReLU in its epilogue on backend B: forward_relu(ctx, in, x, y, n)
+/// writes ReLU(layer(x)); backward_relu(ctx, in, x, y, dy, dx, n) takes the ReLU's output y and
+/// its gradient dy (overwritten) and does the layer's backward with dy masked.
+template <class L, class B>
+concept ReluEpilogueLayer = requires(const L& l, Context<B>& ctx, Dims in, const typename B::value_type* x,
+                                     typename B::value_type* y, std::size_t n) {
+    l.forward_relu(ctx, in, x, y, n);
+    l.backward_relu(ctx, in, x, x, y, y, n);
+};
+
 template <class Seq, class InShape, class B = cpu>
 class Network {
     static_assert(dependent_false<Seq>, "oar: Network<Seq, InShape, Backend> needs Seq = Sequential<Layers...>");
@@ -89,6 +108,11 @@ public:
     using state_entry = basic_state_entry<value_type>;
     using layer_event = basic_layer_event<value_type>;
     static constexpr std::size_t num_layers = sizeof...(Ls);
+
+    /// Whether layer i runs the ReLU at i + 1 in its epilogue (when no observer watches the pass).
+    /// After a fused forward, activation(i + 1) is the ReLU's output, as activation(i + 2): the
+    /// layer's own output before the ReLU is not kept.
+    static constexpr bool fuses_relu(std::size_t i) { return i < num_layers && fused_[i]; }
 
     /// Builds the network with Paddle's default initialisation (or `scheme`'s) drawn from `seed`.
     /// Moving or copying keeps the parameters (layers hold no pointers; the context does).
@@ -127,10 +151,19 @@ public:
         ctx_.workspace = workspace_.data();  // (re)pointed here: a copied network must not use the original's
         ctx_.workspace_size = workspace_.size();
         last_step_ = step_;
+        constexpr bool observed = ForwardObserver<std::remove_reference_t<Obs>, value_type>;
+        fused_forward_ = !observed;
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
             enter_layer(I);
-            std::get<I>(layers_).forward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), batch_);
-            if constexpr (ForwardObserver<std::remove_reference_t<Obs>, value_type>) {
+            if constexpr (!observed && fused_relu_at<I>) {
+                return;  // ran in layer I-1's epilogue
+            } else if constexpr (!observed && fused_[I]) {
+                std::get<I>(layers_).forward_relu(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 2), batch_);
+                return;
+            } else {
+                std::get<I>(layers_).forward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), batch_);
+            }
+            if constexpr (observed) {
                 layer_event e = make_event(Pass::forward, I);
                 e.input = activation(I);
                 e.output = activation(I + 1);
@@ -206,6 +239,19 @@ private:
         ctx_.grads = params_.grads().data() + info::param_offsets[i];
     }
 
+    template <std::size_t I>
+    using layer_t = std::tuple_element_t<I, std::tuple<Ls...>>;
+    /// fused_[i]: layer i is followed by a ReLU it runs in its epilogue.
+    static constexpr std::array<bool, num_layers> fused_ = []<std::size_t... I>(std::index_sequence<I...>) {
+        return std::array<bool, num_layers>{[] {
+            if constexpr (I + 1 < num_layers) return ReluEpilogueLayer<layer_t<I>, B> && FusableRelu<layer_t<I + 1>>;
+            else return false;
+        }()...};
+    }(std::index_sequence_for<Ls...>{});
+    /// Layer I is a ReLU fused into layer I-1.
+    template <std::size_t I>
+    static constexpr bool fused_relu_at = I > 0 && fused_[I > 0 ? I - 1 : 0];
+
     template <class F>
     static void for_each_layer(F&& f) {
         [&]<std::size_t... I>(std::index_sequence<I...>) { (f(std::integral_constant<std::size_t, I>{}), ...); }
@@ -223,6 +269,7 @@ private:
     }
 
     value_type* activation_ptr(std::size_t i) const {
+        if (fused_forward_ && i > 0 && i < num_layers && fused_[i - 1]) ++i;  // only the ReLU's output was written
         std::size_t off = 0;
         for (std::size_t k = 0; k < i; ++k) off += info::dims[k].size();
         return const_cast<value_type*>(acts_.data()) + off * capacity_;
@@ -268,14 +315,21 @@ private:
 
     template <std::size_t I, class Obs>
     void backward_layer(value_type*& cur, value_type*& next, value_type* dx_out, Obs& obs) {
+        constexpr bool observed = BackwardObserver<Obs, value_type>;
+        if constexpr (!observed && fused_relu_at<I>) return;  // layer I-1 masks dy itself
         enter_layer(I);
         value_type* dx = I == 0 ? dx_out : next;
         // No layer before I has parameters, no observer looks and no input gradient was asked for:
         // I's input gradient would be discarded (the MLP's first Linear after Flatten), so skip it.
-        if constexpr (!parametric_before<I> && !BackwardObserver<Obs, value_type>)
+        if constexpr (!parametric_before<I> && !observed)
             if (dx_out == nullptr) dx = nullptr;
-        std::get<I>(layers_).backward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), cur, dx, batch_);
-        if constexpr (BackwardObserver<Obs, value_type>) {
+        if constexpr (!observed && fused_[I])  // cur: the gradient of the ReLU's output, masked in place
+            std::get<I>(layers_).backward_relu(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 2), cur, dx,
+                                               batch_);
+        else
+            std::get<I>(layers_).backward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), cur, dx,
+                                          batch_);
+        if constexpr (observed) {
             layer_event e = make_event(Pass::backward, I);
             e.input = activation(I);
             e.output = activation(I + 1);
@@ -295,6 +349,7 @@ private:
     std::uint64_t last_step_ = 0;
     std::size_t batch_ = 0;
     std::size_t capacity_ = 0;
+    bool fused_forward_ = false;  ///< the last forward ran fused layers (activation_ptr then redirects)
     aligned_vector<value_type> acts_, grad_a_, grad_b_, workspace_;
 };
 

@@ -4,6 +4,8 @@
 // conv2d_forward / conv2d_backward against direct loops (each dx path: flipped weights for stride 1
 // and 8+ channels, col2im otherwise), bit-identical for every thread count. Geometries cover
 // stride, padding, K = 1, non-square images and strides that do not divide the padded extent.
+// The fused ReLU epilogue (bias_relu, conv2d_forward_relu / conv2d_backward_relu) against the
+// unfused kernels followed by the ReLU map, bit for bit.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/conv.hpp>  // the header under test
@@ -12,6 +14,7 @@
 #include <cmath>    // std::abs
 #include <cstddef>  // std::size_t, std::ptrdiff_t
 #include <cstdint>  // std::uint64_t
+#include <limits>   // std::numeric_limits: NaN through bias_relu
 #include <string>   // std::string
 #include <vector>   // std::vector
 
@@ -300,4 +303,76 @@ TEST_CASE("batch conv2d results are bit-identical whatever the thread count") {
         CHECK(runs[t].db == runs[0].db);
         CHECK(runs[t].dx == runs[0].dx);
     }
+}
+
+TEST_CASE("bias_relu gives the bits of bias_add followed by the ReLU, NaN passing through") {
+    for (std::size_t inner : {1u, 37u}) {
+        constexpr std::size_t n = 3, channels = 35;  // 35: SIMD vectors and a tail when inner == 1
+        INFO("inner=" << inner);
+        auto y0 = random_vector<float>(n * channels * inner, 1);  // in [-1, 1): about half cut
+        y0[4] = std::numeric_limits<float>::quiet_NaN();
+        const auto b = random_vector<float>(channels, 2);
+        auto fused = y0, plain = y0;
+        oar::kernel<oar::op::bias_relu, oar::cpu>::run(fused.data(), b.data(), n, channels, inner);
+        oar::kernel<oar::op::bias_add, oar::cpu>::run(plain.data(), b.data(), n, channels, inner);
+        oar::kernel<oar::op::map, oar::cpu>::run(oar::relu_fn{}, plain.data(), plain.data(), plain.size());
+        std::size_t bad = 0, zeros = 0;
+        for (std::size_t i = 0; i < y0.size(); ++i) {
+            if (i == 4) continue;
+            bad += fused[i] != plain[i];
+            zeros += fused[i] == 0.0f;
+        }
+        CHECK(bad == 0);
+        CHECK(zeros > y0.size() / 8);  // the ReLU did cut
+        CHECK(std::isnan(fused[4]));
+    }
+}
+
+TEST_CASE("conv2d with a fused ReLU gives the bits of conv2d followed by the ReLU layer, forward and backward") {
+    struct Case {
+        oar::ConvGeometry g;
+        std::size_t out_c, n;
+    };
+    const Case cases[] = {
+        {{1, 28, 28, 5, 1, 2}, 20, 7},  // the course's layers: stride 1, col2im / flipped dx
+        {{20, 14, 14, 5, 1, 2}, 20, 11},
+        {{9, 7, 6, 3, 2, 1}, 4, 4},     // stride 2: im2col forward, im2row weight gradient
+    };
+    for (const auto& c : cases)
+        for (bool with_dx : {true, false}) {
+            const auto& g = c.g;
+            INFO(describe(g) << " out_c=" << c.out_c << " n=" << c.n << " dx=" << with_dx);
+            const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
+            const std::size_t ny = c.n * c.out_c * P;
+            const auto x = random_vector<float>(c.n * in_size, 41), w = random_vector<float>(c.out_c * ckk, 42);
+            const auto b = random_vector<float>(c.out_c, 43);  // all in [-1, 1): about half the outputs cut
+            const auto dy = random_vector<float>(ny, 44);
+            // Unfused: conv, ReLU layer forward; ReLU layer backward (mask by its input), conv backward.
+            std::vector<float> pre(ny), y(ny), dmask(ny), dw(c.out_c * ckk, 0.5f), db(c.out_c, 0.25f);
+            std::vector<float> dx(with_dx ? c.n * in_size : 0);
+            oar::kernel<oar::op::conv2d_forward, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), b.data(),
+                                                                pre.data());
+            oar::kernel<oar::op::map, oar::cpu>::run(oar::relu_fn{}, pre.data(), y.data(), ny);
+            oar::kernel<oar::op::map_backward, oar::cpu>::run(oar::relu_fn{}, pre.data(), y.data(), dy.data(),
+                                                              dmask.data(), ny);
+            oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), dmask.data(),
+                                                                 dw.data(), db.data(), with_dx ? dx.data() : nullptr);
+            // Fused.
+            std::vector<float> fy(ny, 7.0f), fdy = dy, fdw(c.out_c * ckk, 0.5f), fdb(c.out_c, 0.25f);
+            std::vector<float> fdx(with_dx ? c.n * in_size : 0, 3.0f);
+            oar::kernel<oar::op::conv2d_forward_relu, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), b.data(),
+                                                                     fy.data());
+            oar::kernel<oar::op::conv2d_backward_relu, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), fy.data(),
+                                                                      fdy.data(), fdw.data(), fdb.data(),
+                                                                      with_dx ? fdx.data() : nullptr);
+            std::size_t negatives = 0;
+            for (float v : pre) negatives += v < 0.0f;
+            CHECK(negatives > ny / 8);
+            CHECK(negatives < ny - ny / 8);
+            CHECK(fy == y);
+            CHECK(fdy == dmask);  // dy is left masked
+            CHECK(fdw == dw);
+            CHECK(fdb == db);
+            CHECK(fdx == dx);
+        }
 }

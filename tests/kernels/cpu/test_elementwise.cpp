@@ -1,14 +1,16 @@
 // Tests of oar/kernels/cpu/elementwise.hpp: relu/sigmoid/tanh through kernel<op::map> and
 // kernel<op::map_backward>, on lengths that use only the xsimd path, only the scalar tail, or both,
 // against std:: functions in long double; in-place maps; special values (NaN, +-inf, saturation);
-// and a scalar-only functor taking the scalar loop.
+// and a scalar-only functor taking the scalar loop; relu_mask (the fused ReLU's backward from its
+// output) against map_backward(relu_fn) from its input, bit for bit.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/elementwise.hpp>  // the header under test
 
+#include <bit>      // std::bit_cast
 #include <cmath>    // std::exp, std::tanh, std::isnan
 #include <cstddef>  // std::size_t
-#include <cstdint>  // std::uint64_t
+#include <cstdint>  // std::uint64_t, std::uint32_t
 #include <limits>   // std::numeric_limits
 #include <string>   // std::string
 #include <vector>   // std::vector
@@ -184,5 +186,31 @@ TEST_CASE("a functor without a SIMD body is mapped by the scalar loop") {
     for (std::size_t i = 0; i < n; ++i) {
         CHECK(y[i] == x[i] * x[i]);
         CHECK(dx[i] == x[i]);
+    }
+}
+
+TEST_CASE("relu_mask on the ReLU's output gives the bits of the ReLU's backward on its input") {
+    for (std::size_t n : {7u, 64u, 67u, 200003u}) {  // tail only, whole vectors, both, several pool chunks
+        INFO("n=" << n);
+        auto x = inputs<float>(n, 17);
+        for (std::size_t i = 0; i < n; i += 2) x[i] = -x[i];
+        x[n / 2] = std::numeric_limits<float>::quiet_NaN();
+        x[n - 1] = -0.0f;
+        x[0] = std::numeric_limits<float>::quiet_NaN();
+        const auto dy = inputs<float>(n, 18);
+        std::vector<float> y(n), want(n), got = dy;
+        oar::kernel<oar::op::map, oar::cpu>::run(oar::relu_fn{}, x.data(), y.data(), n);
+        oar::kernel<oar::op::map_backward, oar::cpu>::run(oar::relu_fn{}, x.data(), y.data(), dy.data(), want.data(), n);
+        oar::kernel<oar::op::relu_mask, oar::cpu>::run(y.data(), got.data(), n);
+        std::size_t bad = 0, cut = 0, kept = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            bad += std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i]);
+            cut += got[i] == 0.0f && dy[i] != 0.0f;
+            kept += got[i] == dy[i] && dy[i] != 0.0f;
+        }
+        CHECK(bad == 0);
+        CHECK(cut > n / 4);
+        CHECK(kept > n / 4);
+        CHECK(got[0] == 0.0f);  // NaN input: no gradient, as relu_fn::backward
     }
 }

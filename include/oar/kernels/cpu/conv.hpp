@@ -10,6 +10,10 @@
 // transposed weights; the weight gradient is dot products of dy (on the same pitch) with the runs
 // (conv_dw_stride1), with the bias gradient alongside. Other strides: im2col / im2row + GEMM,
 // col2im for the input gradient, the bias fused by starting C at the bias (beta = 1).
+// A ReLU after the convolution can be fused (op::conv2d_forward_relu / conv2d_backward_relu, chosen
+// by Network at compile time): the forward applies max(., 0) as the output is copied out (stride 1)
+// or to each sample's output while it is in cache; the backward masks each group's dy in place with
+// the ReLU's output just before using it. Both give the bits of the unfused layers.
 #pragma once
 
 #include <algorithm>  // std::min, std::max, std::fill, std::copy
@@ -21,6 +25,7 @@
 #include "../../core/simd.hpp"         // xsimd::batch, fma, hadd
 #include "../../core/thread_pool.hpp"  // default_pool, ThreadPool
 #include "../dispatch.hpp"             // kernel, op::*
+#include "elementwise.hpp"             // cpu_detail::relu_mask
 #include "gemm.hpp"                    // op::gemm on cpu, cpu_detail::scratch
 
 namespace oar {
@@ -117,6 +122,46 @@ struct kernel<op::bias_add, basic_cpu<T>> {
     }
 };
 
+namespace op {
+struct bias_relu {};  // y[n, c, p] = max(y[n, c, p] + b[c], 0): bias_add then a fused ReLU
+}  // namespace op
+
+/// kernel<op::bias_relu, cpu>::run(y, b, n, channels, inner): y (n, channels, inner) = max(y + b[c], 0),
+/// the same bits as bias_add followed by relu_fn (NaN passes through).
+template <class T>
+struct kernel<op::bias_relu, basic_cpu<T>> {
+    static void run(T* OAR_RESTRICT y, const T* OAR_RESTRICT b, std::size_t n, std::size_t channels,
+                    std::size_t inner) {
+        using V = xsimd::batch<T>;
+        constexpr std::size_t W = V::size;
+        if (inner == 1) {  // Linear: rows of `channels` features
+            for (std::size_t s = 0; s < n; ++s) {
+                T* p = y + s * channels;
+                const std::size_t whole = channels / W * W;  // (a bound g++ sees through)
+                std::size_t c = 0;
+                for (; c < whole; c += W) {
+                    const V v = V::load_unaligned(p + c) + V::load_unaligned(b + c);
+                    xsimd::select(v < V(T(0)), V(T(0)), v).store_unaligned(p + c);
+                }
+                for (; c < channels; ++c) {
+                    const T v = p[c] + b[c];
+                    p[c] = v < T(0) ? T(0) : v;
+                }
+            }
+            return;
+        }
+        for (std::size_t s = 0; s < n; ++s)
+            for (std::size_t c = 0; c < channels; ++c) {
+                T* p = y + (s * channels + c) * inner;
+                const T bc = b[c];
+                for (std::size_t i = 0; i < inner; ++i) {
+                    const T v = p[i] + bc;
+                    p[i] = v < T(0) ? T(0) : v;
+                }
+            }
+    }
+};
+
 namespace cpu_detail {
 /// p[0] + ... + p[n-1] in a fixed order: four SIMD accumulators over whole vectors (one chain of
 /// dependent adds would be latency-bound), combined, summed across lanes, then the scalar tail.
@@ -161,6 +206,8 @@ namespace op {
 struct im2row {};            // one sample's (C,H,W) -> (OH*OW, C*K*K), the transpose of im2col
 struct conv2d_forward {};    // whole batch: y = conv(x, w) + b
 struct conv2d_backward {};   // whole batch: dw += .., db += .., dx = .. (optional)
+struct conv2d_forward_relu {};   // whole batch: y = max(conv(x, w) + b, 0)
+struct conv2d_backward_relu {};  // conv2d_backward of a convolution followed by a ReLU (dy masked in place)
 }  // namespace op
 
 /// kernel<op::im2row, cpu>::run(g, x, row): x (C,H,W) -> row (OH*OW, C*K*K), zeros where padded.
@@ -342,8 +389,9 @@ constexpr std::size_t packed_weights_size(std::size_t M, std::size_t ckk) {
 /// (C, Hp, Wp) image; with the row pitch Wp, column-matrix row (c, ky, kx) is the contiguous run of
 /// OH*Wp values at padded(c, ky, kx), so the micro-tiles read it there (no column matrix, no
 /// per-row bounds). They also compute the Wp - OW columns past each output row (and up to a whole
-/// tile past the last), into a wide buffer whose valid columns are copied out with the bias added.
-template <class T>
+/// tile past the last), into a wide buffer whose valid columns are copied out with the bias added
+/// (and, with Relu, max(., 0) applied: a fused ReLU).
+template <bool Relu = false, class T>
 void conv_stride1_sample(const ConvGeometry& g, std::size_t M, const T* x, const T* wp, const T* bias, T* out) {
     constexpr std::size_t NR = gemm_nr<T>, MR = gemm_mr<T>;
     const std::size_t C = g.channels, H = g.height, W = g.width, K = g.kernel, pad = g.pad;
@@ -373,9 +421,43 @@ void conv_stride1_sample(const ConvGeometry& g, std::size_t M, const T* x, const
         for (std::size_t oy = 0; oy < OH; ++oy) {
             const T* src = wide + o * jn + oy * Wp;
             T* dst = out + (o * OH + oy) * OW;
-            for (std::size_t ox = 0; ox < OW; ++ox) dst[ox] = src[ox] + b;
+            if constexpr (Relu) {
+                for (std::size_t ox = 0; ox < OW; ++ox) {
+                    const T v = src[ox] + b;
+                    dst[ox] = v < T(0) ? T(0) : v;
+                }
+            } else {
+                for (std::size_t ox = 0; ox < OW; ++ox) dst[ox] = src[ox] + b;
+            }
         }
     }
+}
+}  // namespace cpu_detail
+
+namespace cpu_detail {
+/// The whole-batch forward, with a fused ReLU when Relu.
+template <bool Relu, class T>
+void conv2d_forward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
+                          T* y) {
+    const std::size_t P = g.col_cols(), ckk = g.col_rows(), in_size = g.channels * g.height * g.width;
+    T* wp = nullptr;  // stride 1: w packed once, read by every sample's tiles
+    if (g.stride == 1) {
+        wp = scratch<T, slot_wpack>(packed_weights_size<T>(out_c, ckk));
+        pack_conv_weights(out_c, ckk, w, wp);
+    }
+    default_pool().parallel_for(n, [&](std::size_t s) {
+        if (g.stride == 1) {
+            conv_stride1_sample<Relu>(g, out_c, x + s * in_size, static_cast<const T*>(wp), b, y + s * out_c * P);
+            return;
+        }
+        T* col = cpu_detail::scratch<T, cpu_detail::slot_cols>(ckk * P);  // (CKK, P)
+        kernel<op::im2col, basic_cpu<T>>::run(g, x + s * in_size, col);
+        T* ys = y + s * out_c * P;  // (out_c, P), starts as the bias: the GEMM adds to it
+        for (std::size_t o = 0; o < out_c; ++o) std::fill(ys + o * P, ys + (o + 1) * P, b[o]);
+        kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, out_c, P, ckk, T(1), w, ckk, col, P, T(1), ys,
+                                           P);  // (out_c,CKK) x (CKK,P)
+        if constexpr (Relu) kernel<op::map, basic_cpu<T>>::run(relu_fn{}, ys, ys, out_c * P);  // in cache
+    });
 }
 }  // namespace cpu_detail
 
@@ -385,27 +467,90 @@ template <class T>
 struct kernel<op::conv2d_forward, basic_cpu<T>> {
     static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
                     T* y) {
-        using namespace cpu_detail;
-        const std::size_t P = g.col_cols(), ckk = g.col_rows(), in_size = g.channels * g.height * g.width;
-        T* wp = nullptr;  // stride 1: w packed once, read by every sample's tiles
-        if (g.stride == 1) {
-            wp = scratch<T, slot_wpack>(packed_weights_size<T>(out_c, ckk));
-            pack_conv_weights(out_c, ckk, w, wp);
-        }
-        default_pool().parallel_for(n, [&](std::size_t s) {
-            if (g.stride == 1) {
-                conv_stride1_sample(g, out_c, x + s * in_size, static_cast<const T*>(wp), b, y + s * out_c * P);
-                return;
-            }
-            T* col = cpu_detail::scratch<T, cpu_detail::slot_cols>(ckk * P);  // (CKK, P)
-            kernel<op::im2col, basic_cpu<T>>::run(g, x + s * in_size, col);
-            T* ys = y + s * out_c * P;  // (out_c, P), starts as the bias: the GEMM adds to it
-            for (std::size_t o = 0; o < out_c; ++o) std::fill(ys + o * P, ys + (o + 1) * P, b[o]);
-            kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, out_c, P, ckk, T(1), w, ckk, col, P, T(1), ys,
-                                               P);  // (out_c,CKK) x (CKK,P)
-        });
+        cpu_detail::conv2d_forward_batch<false>(g, out_c, n, x, w, b, y);
     }
 };
+
+/// kernel<op::conv2d_forward_relu, cpu>::run(g, out_c, n, x, w, b, y): as conv2d_forward, then
+/// y = max(y, 0) (a ReLU fused into the epilogue: the same bits as the two layers).
+template <class T>
+struct kernel<op::conv2d_forward_relu, basic_cpu<T>> {
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
+                    T* y) {
+        cpu_detail::conv2d_forward_batch<true>(g, out_c, n, x, w, b, y);
+    }
+};
+
+namespace cpu_detail {
+/// The whole-batch backward. With Relu, dy_mut (== dy) is first masked in place by ry (the ReLU's
+/// output), one group of samples at a time inside that group's task, just before the group uses it.
+template <bool Relu, class T>
+void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w,
+                           const T* ry, T* dy_mut, const T* dy, T* dw, T* db, T* dx) {
+    const std::size_t P = g.col_cols(), ckk = g.col_rows(), in_size = g.channels * g.height * g.width;
+    const std::size_t K = g.kernel, C = g.channels;
+    const std::size_t groups = (n + conv_dw_group - 1) / conv_dw_group, wsize = out_c * ckk;
+    T* partials = scratch<T, slot_partials>(groups * wsize);  // (groups, out_c, CKK)
+    // With stride 1, dx = conv(dy, flipped w) with padding K-1-pad: wf (C, out_c*K*K).
+    // (Only from 8 input channels: the flipped product has C rows, too few below that.)
+    const bool flipped = dx && g.stride == 1 && C >= 8;
+    const ConvGeometry gd{out_c, g.out_height(), g.out_width(), K, 1, K - 1 - g.pad};
+    T* wf = flipped ? scratch<T, slot_flipped>(C * out_c * K * K) : nullptr;
+    T* wfp = flipped ? scratch<T, slot_wpack>(packed_weights_size<T>(C, out_c * K * K)) : nullptr;
+    if (flipped) {
+        for (std::size_t o = 0; o < out_c; ++o)
+            for (std::size_t c = 0; c < C; ++c)
+                for (std::size_t ky = 0; ky < K; ++ky)
+                    for (std::size_t kx = 0; kx < K; ++kx)
+                        wf[((c * out_c + o) * K + ky) * K + kx] =
+                            w[((o * C + c) * K + (K - 1 - ky)) * K + (K - 1 - kx)];
+        pack_conv_weights(C, out_c * K * K, static_cast<const T*>(wf), wfp);
+    }
+    // Stride 1: the weight gradient by dot products on pitched copies (conv_dw_stride1), the bias
+    // gradient per sample alongside; other strides: im2row + GEMM per sample, bias_grad after.
+    const bool dw_direct = g.stride == 1;
+    T* dbs = dw_direct ? scratch<T, slot_db>(n * out_c) : nullptr;  // (n, out_c) per-sample sums
+    default_pool().parallel_for(groups, [&](std::size_t grp) {
+        T* part = partials + grp * wsize;  // (out_c, CKK)
+        const std::size_t s0 = grp * conv_dw_group, s1 = std::min(n, s0 + conv_dw_group);
+        if constexpr (Relu) relu_mask(ry + s0 * out_c * P, dy_mut + s0 * out_c * P, (s1 - s0) * out_c * P);
+        if (dw_direct) conv_dw_stride1(g, out_c, s0, s1, x, dy, part, dbs + s0 * out_c);
+        for (std::size_t s = s0; s < s1; ++s) {
+            const T* dys = dy + s * out_c * P;  // (out_c, P)
+            if (!dw_direct) {
+                T* row = scratch<T, slot_cols>(P * ckk);  // (P, CKK)
+                kernel<op::im2row, basic_cpu<T>>::run(g, x + s * in_size, row);
+                kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, out_c, ckk, P, T(1), dys, P, row, ckk,
+                                                   s == s0 ? T(0) : T(1), part, ckk);  // (out_c,P) x (P,CKK)
+            }
+            if (!dx) continue;
+            T* dxs = dx + s * in_size;  // (C, H*W)
+            if (flipped) {
+                conv_stride1_sample(gd, C, dys, static_cast<const T*>(wfp), static_cast<const T*>(nullptr), dxs);
+            } else {
+                T* dcol = scratch<T, slot_dcols>(ckk * P);  // (CKK, P)
+                kernel<op::gemm, basic_cpu<T>>::run(Trans::yes, Trans::no, ckk, P, out_c, T(1), w, ckk, dys, P,
+                                                   T(0), dcol, P);  // W^T dy
+                std::fill(dxs, dxs + in_size, T(0));
+                kernel<op::col2im, basic_cpu<T>>::run(g, dcol, dxs);
+            }
+        }
+    });
+    for (std::size_t grp = 0; grp < groups; ++grp) {  // in group order: independent of threads
+        const T* part = partials + grp * wsize;
+        for (std::size_t i = 0; i < wsize; ++i) dw[i] += part[i];
+    }
+    if (!dw_direct) {
+        kernel<op::bias_grad, basic_cpu<T>>::run(dy, db, n, out_c, P);
+        return;
+    }
+    for (std::size_t o = 0; o < out_c; ++o) {  // as bias_grad: the samples' sums in double, in order
+        double s = 0.0;
+        for (std::size_t i = 0; i < n; ++i) s += dbs[i * out_c + o];
+        db[o] += static_cast<T>(s);
+    }
+}
+}  // namespace cpu_detail
 
 /// kernel<op::conv2d_backward, cpu>::run(g, out_c, n, x, w, dy, dw, db, dx):
 ///   dw (out_c, C*K*K) += sum_s dy_s row_s; db (out_c) += sums of dy; dx (n, C, H, W) = input
@@ -414,68 +559,19 @@ template <class T>
 struct kernel<op::conv2d_backward, basic_cpu<T>> {
     static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* dy,
                     T* dw, T* db, T* dx) {
-        using namespace cpu_detail;
-        const std::size_t P = g.col_cols(), ckk = g.col_rows(), in_size = g.channels * g.height * g.width;
-        const std::size_t K = g.kernel, C = g.channels;
-        const std::size_t groups = (n + conv_dw_group - 1) / conv_dw_group, wsize = out_c * ckk;
-        T* partials = scratch<T, slot_partials>(groups * wsize);  // (groups, out_c, CKK)
-        // With stride 1, dx = conv(dy, flipped w) with padding K-1-pad: wf (C, out_c*K*K).
-        // (Only from 8 input channels: the flipped product has C rows, too few below that.)
-        const bool flipped = dx && g.stride == 1 && C >= 8;
-        const ConvGeometry gd{out_c, g.out_height(), g.out_width(), K, 1, K - 1 - g.pad};
-        T* wf = flipped ? scratch<T, slot_flipped>(C * out_c * K * K) : nullptr;
-        T* wfp = flipped ? scratch<T, slot_wpack>(packed_weights_size<T>(C, out_c * K * K)) : nullptr;
-        if (flipped) {
-            for (std::size_t o = 0; o < out_c; ++o)
-                for (std::size_t c = 0; c < C; ++c)
-                    for (std::size_t ky = 0; ky < K; ++ky)
-                        for (std::size_t kx = 0; kx < K; ++kx)
-                            wf[((c * out_c + o) * K + ky) * K + kx] =
-                                w[((o * C + c) * K + (K - 1 - ky)) * K + (K - 1 - kx)];
-            pack_conv_weights(C, out_c * K * K, static_cast<const T*>(wf), wfp);
-        }
-        // Stride 1: the weight gradient by dot products on pitched copies (conv_dw_stride1), the bias
-        // gradient per sample alongside; other strides: im2row + GEMM per sample, bias_grad after.
-        const bool dw_direct = g.stride == 1;
-        T* dbs = dw_direct ? scratch<T, slot_db>(n * out_c) : nullptr;  // (n, out_c) per-sample sums
-        default_pool().parallel_for(groups, [&](std::size_t grp) {
-            T* part = partials + grp * wsize;  // (out_c, CKK)
-            const std::size_t s0 = grp * conv_dw_group, s1 = std::min(n, s0 + conv_dw_group);
-            if (dw_direct) conv_dw_stride1(g, out_c, s0, s1, x, dy, part, dbs + s0 * out_c);
-            for (std::size_t s = s0; s < s1; ++s) {
-                const T* dys = dy + s * out_c * P;  // (out_c, P)
-                if (!dw_direct) {
-                    T* row = scratch<T, slot_cols>(P * ckk);  // (P, CKK)
-                    kernel<op::im2row, basic_cpu<T>>::run(g, x + s * in_size, row);
-                    kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, out_c, ckk, P, T(1), dys, P, row, ckk,
-                                                       s == s0 ? T(0) : T(1), part, ckk);  // (out_c,P) x (P,CKK)
-                }
-                if (!dx) continue;
-                T* dxs = dx + s * in_size;  // (C, H*W)
-                if (flipped) {
-                    conv_stride1_sample(gd, C, dys, static_cast<const T*>(wfp), static_cast<const T*>(nullptr), dxs);
-                } else {
-                    T* dcol = scratch<T, slot_dcols>(ckk * P);  // (CKK, P)
-                    kernel<op::gemm, basic_cpu<T>>::run(Trans::yes, Trans::no, ckk, P, out_c, T(1), w, ckk, dys, P,
-                                                       T(0), dcol, P);  // W^T dy
-                    std::fill(dxs, dxs + in_size, T(0));
-                    kernel<op::col2im, basic_cpu<T>>::run(g, dcol, dxs);
-                }
-            }
-        });
-        for (std::size_t grp = 0; grp < groups; ++grp) {  // in group order: independent of threads
-            const T* part = partials + grp * wsize;
-            for (std::size_t i = 0; i < wsize; ++i) dw[i] += part[i];
-        }
-        if (!dw_direct) {
-            kernel<op::bias_grad, basic_cpu<T>>::run(dy, db, n, out_c, P);
-            return;
-        }
-        for (std::size_t o = 0; o < out_c; ++o) {  // as bias_grad: the samples' sums in double, in order
-            double s = 0.0;
-            for (std::size_t i = 0; i < n; ++i) s += dbs[i * out_c + o];
-            db[o] += static_cast<T>(s);
-        }
+        cpu_detail::conv2d_backward_batch<false>(g, out_c, n, x, w, static_cast<const T*>(nullptr),
+                                                 static_cast<T*>(nullptr), dy, dw, db, dx);
+    }
+};
+
+/// kernel<op::conv2d_backward_relu, cpu>::run(g, out_c, n, x, w, y, dy, dw, db, dx): the backward of
+/// a convolution followed by a ReLU whose output is y (n, out_c, OH, OW) and output gradient dy:
+/// dy is overwritten with the ReLU's input gradient (y > 0 ? dy : 0), then as conv2d_backward.
+template <class T>
+struct kernel<op::conv2d_backward_relu, basic_cpu<T>> {
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* y,
+                    T* dy, T* dw, T* db, T* dx) {
+        cpu_detail::conv2d_backward_batch<true>(g, out_c, n, x, w, y, dy, static_cast<const T*>(dy), dw, db, dx);
     }
 };
 

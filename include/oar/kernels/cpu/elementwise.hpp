@@ -1,6 +1,9 @@
 // Elementwise activation functors and the CPU map kernels that run them. A functor has a scalar
 // `operator()` / `backward` (OAR_HOST_DEVICE, so a CUDA kernel runs the same body) and, for the
 // CPU, xsimd `simd_apply` / `simd_backward`; the map kernel takes the SIMD path when it exists.
+// Also the ReLU's backward as a mask applied in place to dy (op::relu_mask), which a layer with a
+// fused ReLU epilogue uses: y > 0 exactly where the ReLU's input was > 0 (NaN and -0 included), so
+// masking with the output gives the bits relu_fn::backward gives with the input.
 #pragma once
 
 #include <algorithm> // std::min
@@ -52,6 +55,10 @@ struct tanh_fn {
     B simd_backward(B, B y, B dy) const { return dy * (B(1) - y * y); }
 };
 
+namespace op {
+struct relu_mask {};  // dy[i] = y[i] > 0 ? dy[i] : 0, in place (y: a ReLU's output)
+}  // namespace op
+
 template <class F, class T>
 concept SimdFunctor = requires(const F f, xsimd::batch<T> b) {
     { f.simd_apply(b) } -> std::same_as<xsimd::batch<T>>;
@@ -71,7 +78,27 @@ void for_chunks(std::size_t n, F&& f) {
     }
     default_pool().parallel_for(tasks, [&](std::size_t t) { f(t * chunk, std::min(n, (t + 1) * chunk)); });
 }
+
+/// dy[i] = y[i] > 0 ? dy[i] : 0 for i < n on this thread: relu_fn::backward with the ReLU's output
+/// in place of its input (the same comparison result for every input, so the same bits).
+template <class T>
+void relu_mask(const T* OAR_RESTRICT y, T* OAR_RESTRICT dy, std::size_t n) {
+    using B = xsimd::batch<T>;
+    std::size_t i = 0;
+    for (; i + B::size <= n; i += B::size)
+        xsimd::select(B::load_unaligned(y + i) > B(0), B::load_unaligned(dy + i), B(0)).store_unaligned(dy + i);
+    for (; i < n; ++i) dy[i] = y[i] > T(0) ? dy[i] : T(0);
+}
 }  // namespace cpu_detail
+
+/// kernel<op::relu_mask, cpu>::run(y, dy, n): dy[i] = y[i] > 0 ? dy[i] : 0 (y a ReLU's output), so
+/// dy becomes the gradient of the ReLU's input; large arrays in chunks on the default pool.
+template <class T>
+struct kernel<op::relu_mask, basic_cpu<T>> {
+    static void run(const T* y, T* dy, std::size_t n) {
+        cpu_detail::for_chunks(n, [&](std::size_t b, std::size_t e) { cpu_detail::relu_mask(y + b, dy + b, e - b); });
+    }
+};
 
 /// kernel<op::map, cpu>::run(f, x, y, n): y[i] = f(x[i]); x == y (in place) is allowed.
 template <class T>
@@ -82,7 +109,8 @@ struct kernel<op::map, basic_cpu<T>> {
             std::size_t i = b;
             if constexpr (SimdFunctor<F, T>) {
                 using B = xsimd::batch<T>;
-                for (; i + B::size <= e; i += B::size) f.simd_apply(B::load_unaligned(x + i)).store_unaligned(y + i);
+                const std::size_t whole = b + (e - b) / B::size * B::size;  // (a bound g++ sees through)
+                for (; i < whole; i += B::size) f.simd_apply(B::load_unaligned(x + i)).store_unaligned(y + i);
             }
             for (; i < e; ++i) y[i] = f(x[i]);
         });
@@ -98,7 +126,8 @@ struct kernel<op::map_backward, basic_cpu<T>> {
             std::size_t i = b;
             if constexpr (SimdFunctor<F, T>) {
                 using B = xsimd::batch<T>;
-                for (; i + B::size <= e; i += B::size)
+                const std::size_t whole = b + (e - b) / B::size * B::size;
+                for (; i < whole; i += B::size)
                     f.simd_backward(B::load_unaligned(x + i), B::load_unaligned(y + i), B::load_unaligned(dy + i))
                         .store_unaligned(dx + i);
             }
