@@ -37,6 +37,10 @@
 
 #include "models.hpp"  // course::CNN, ...
 
+#if OAR_HAS_GPU_TRAIN
+#include <oar/cuda/main_job.hpp>  // oar::gpu::train_mnist: --device gpu (nvcc-compiled, examples/train_mnist_gpu.cu)
+#endif
+
 namespace {
 
 using Config = oar::TrainOptions;
@@ -87,7 +91,8 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --seed N             seed of initialisation, shuffling and dropout (default 0)
   --init NAME          paddle | torch: whose default initialisation  (default paddle)
   --workers N          DataLoader worker threads, 0 = load in the training thread (default 0)
-  --device D           cpu | gpu | gpu:N                            (default cpu; gpu: not yet)
+  --device D           cpu | gpu | gpu:N                            (default cpu; gpu: a build
+                       with CUDA, models cnn and mlp, no checkpoints)
   --checkpoint-dir DIR save DIR/latest after every epoch (and when stopped by a signal),
                        DIR/epoch_<n> and DIR/best (by validation accuracy), as safetensors
   --resume CKPT        continue from a checkpoint: "latest" (in --checkpoint-dir), DIR/STEM,
@@ -407,6 +412,11 @@ int run(const Config& c, const std::string& path, const std::string& dataset, co
     if (par.distributed())
         say("data parallel: %d ranks, %zu images per rank per step (rank %d of %d writes)\n", par.world_size(),
             c.batch_size / static_cast<std::size_t>(par.world_size()), par.rank(), par.world_size());
+#if OAR_HAS_GPU_TRAIN
+    if (c.device.kind == oar::DeviceOption::Kind::gpu)  // the same Model and callbacks, built by nvcc
+        return oar::gpu::train_mnist({.options = &c, .dataset = dataset, .log = out.log, .start = start}, data.train,
+                                     data.valid, data.test);
+#endif
     if (c.model == "linear") return run_model<course::LinearRegression>(c, dataset, data, par, start);
     if (c.model == "sigmoid-mlp") return run_model<course::SigmoidMLP>(c, dataset, data, par, start);
     if (c.model == "mlp") return run_model<course::MLP>(c, dataset, data, par, start);
@@ -452,10 +462,17 @@ int main(int argc, char** argv) {
             return 0;
         }
         c = std::move(*parsed);
-        if (c.device.kind == oar::DeviceOption::Kind::gpu)
+        if (c.device.kind == oar::DeviceOption::Kind::gpu) {
+#if OAR_HAS_GPU_TRAIN
+            if (par.distributed())
+                throw oar::usage_error("--device gpu under mpirun: data-parallel training on GPUs is not supported yet");
+            (void)oar::gpu::use_gpu(c.device.index);  // no GPU: no_device_error (status 2) before the data is read
+#else
             throw oar::usage_error(oar::detail::concat("--device gpu:", c.device.index,
-                                                       ": train_mnist trains on the CPU only so far (the CUDA backend "
-                                                       "is not wired into it yet); use --device cpu"));
+                                                       ": this train_mnist was built without CUDA (no nvcc, or "
+                                                       "OAR_BUILD_CUDA=OFF); use --device cpu"));
+#endif
+        }
         if (c.batch_size % static_cast<std::size_t>(par.world_size()) != 0)
             throw oar::usage_error(oar::detail::concat("--batch-size ", c.batch_size, " cannot be split evenly across ",
                                                        par.world_size(), " ranks"));

@@ -16,6 +16,7 @@
 #include <cstring>      // std::memcpy into pinned memory
 #include <span>         // std::span
 #include <string>       // std::string
+#include <string_view>  // std::string_view
 #include <tuple>        // std::tuple, std::get
 #include <type_traits>  // std::is_same_v, std::integral_constant
 #include <utility>      // std::index_sequence, std::pair
@@ -25,6 +26,8 @@
 #include "../layers/dropout.hpp"       // Dropout
 #include "../layers/flatten.hpp"       // Flatten
 #include "../loss/cross_entropy.hpp"   // CrossEntropyLoss (primary template)
+#include "../nn/hooks.hpp"             // check_finite_parameters (host parameter sets)
+#include "../nn/init.hpp"              // init_scheme
 #include "../nn/network.hpp"           // Network (primary template)
 #include "../optim/adagrad.hpp"        // Adagrad, AdagradOptions
 #include "../optim/adam.hpp"           // Adam, AdamOptions
@@ -125,6 +128,13 @@ private:
     mutable basic_parameter_set<float> host_;
 };
 
+/// nn/hooks.hpp's check on the weights after an optimizer step (TerminateOnNonFinite), on a host
+/// copy of the device parameters (one download of the flat buffer per call).
+inline void check_finite_parameters(const DeviceParameterSet& p, std::uint64_t step,
+                                    std::string_view when = "after the optimizer step of") {
+    check_finite_parameters(p.to_host(), step, when);
+}
+
 template <class... Ls, ShapeType In, int D>
 class Network<Sequential<Ls...>, In, basic_cuda<D>> {
 public:
@@ -141,8 +151,10 @@ public:
     using host_network = Network<Sequential<Ls...>, In, cpu>;
     static constexpr std::size_t num_layers = sizeof...(Ls);
 
-    /// Paddle's default initialisation from `seed`, drawn exactly as the CPU network draws it.
-    explicit Network(std::uint64_t seed = 0) : Network(host_network(seed)) {}
+    /// The initialisation `scheme` (Paddle's by default) from `seed`, drawn exactly as the CPU
+    /// network draws it.
+    explicit Network(std::uint64_t seed = 0, init_scheme scheme = init_scheme::paddle)
+        : Network(host_network(seed, scheme)) {}
 
     /// The GPU copy of a CPU network: its parameters, layer settings, seed and step count.
     explicit Network(const host_network& h)
@@ -499,6 +511,8 @@ class CrossEntropyLoss<basic_cuda<D>> {
 public:
     using value_type = float;
     using view_type = basic_tensor_view<const float>;
+    /// forward() reads logits in device memory (oar::Model pairs it with a GPU network).
+    static constexpr bool device_outputs = true;
 
     explicit CrossEntropyLoss(Reduction reduction = Reduction::mean) : reduction_(reduction) {}
 

@@ -1,0 +1,39 @@
+// train_mnist --device gpu[:N] where that GPU does not exist: the real program says "no CUDA
+// device ..." and exits with status 2 before reading any data. Runs with or without a GPU (never
+// skipped): gpu:4096 exists nowhere; plain `gpu` is checked on machines without a device (this
+// one), and trains on machines with one (cuda.gpu_train_mnist covers that).
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <string>  // std::string
+
+#include <oar/cuda/runtime.cuh>  // device_available
+
+#include "support/process.hpp"    // oar_test::run_command
+#include "support/temp_dir.hpp"   // oar_test::TempDir
+#include "support/toy_mnist.hpp"  // oar_test::write_toy_mnist_set
+
+namespace {
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("train_mnist --device gpu without that GPU prints 'no CUDA device' and exits 2 before reading data") {
+    oar_test::TempDir tmp;
+    oar_test::write_toy_mnist_set(tmp.path, "train", 40);
+    oar_test::write_toy_mnist_set(tmp.path, "t10k", 20);
+    const std::string base = std::string(TRAIN_MNIST) + " --data " + tmp.path.string() + " --epochs 1";
+
+    const oar_test::Run far = oar_test::run_command(base + " --device gpu:4096 2>&1");
+    INFO(far.output);
+    CHECK(far.status == 2);
+    CHECK(contains(far.output, "train_mnist: oar: no CUDA device"));
+    CHECK_FALSE(contains(far.output, "dataset:"));  // refused before the data was read
+
+    if (!oar::cuda_runtime::device_available()) {
+        const oar_test::Run plain = oar_test::run_command(base + " --device gpu 2>&1");
+        INFO(plain.output);
+        CHECK(plain.status == 2);
+        CHECK(contains(plain.output, "train_mnist: oar: no CUDA device: cudaGetDeviceCount"));
+        CHECK_FALSE(contains(plain.output, "dataset:"));
+        CHECK_FALSE(contains(plain.output, "result:"));
+    }
+}
