@@ -24,6 +24,7 @@
 #include <cstdint>      // std::int64_t
 #include <cstdio>       // std::printf, std::vfprintf
 #include <filesystem>   // std::filesystem::path
+#include <limits>       // std::numeric_limits: the largest CUDA device index
 #include <memory>       // std::unique_ptr: optional callbacks
 #include <optional>     // std::optional: the schedules
 #include <string>       // std::string
@@ -238,7 +239,8 @@ int run(const oar::gpu::MnistJob& job, const D& train_set, const D& valid, const
 namespace oar::gpu {
 
 std::string use_gpu(std::size_t index) {
-    if (index > 4096) throw no_device_error(detail::concat("no CUDA device gpu:", index));
+    if (index > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        throw no_device_error(detail::concat("no CUDA device gpu:", index, " (not a CUDA device index)"));
     cuda_runtime::use_device(static_cast<int>(index));
     cudaDeviceProp prop{};
     OAR_CUDA_CHECK(cudaGetDeviceProperties(&prop, static_cast<int>(index)));
