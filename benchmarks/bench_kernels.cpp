@@ -15,6 +15,7 @@
 
 #include <time.h>   // clock_gettime(CLOCK_THREAD_CPUTIME_ID): the probe's clock (POSIX)
 #include <algorithm>  // std::max
+#include <chrono>     // std::chrono: the pool round trip
 #include <cstdint>  // std::int64_t
 #include <string>   // std::string: registered benchmark names
 #include <vector>   // std::vector
@@ -92,6 +93,28 @@ void peak_fma(benchmark::State& state) {
     state.counters["threads"] = double(default_pool().size());
 }
 BENCHMARK(peak_fma)->Iterations(1);
+
+/// One parallel_for of one tiny task per thread after `gap` microseconds of serial work on the
+/// caller (as between a training step's kernels): the pool's wake-up and completion round trip.
+/// Reported per call, the gap excluded (`round_trip_us`).
+void pool_round_trip(benchmark::State& state) {
+    auto& pool = default_pool();
+    const auto gap = std::chrono::microseconds(state.range(0));
+    std::vector<double> sink(pool.size());
+    double in_calls = 0;
+    for (auto _ : state) {
+        const auto until = std::chrono::steady_clock::now() + gap;
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        pool.parallel_for(pool.size(), [&](std::size_t t) { sink[t] += 1.0; });
+        in_calls += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    }
+    benchmark::DoNotOptimize(sink.data());
+    state.counters["round_trip_us"] = in_calls / double(state.iterations());
+    state.counters["threads"] = double(pool.size());
+}
+BENCHMARK(pool_round_trip)->Arg(0)->Arg(50)->Arg(500)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void fill(float* p, std::size_t n, std::uint64_t seed) {
     const CounterRng rng{seed};

@@ -1,8 +1,10 @@
 // Tests of include/oar/core/thread_pool.hpp: every task runs exactly once on its static chunk,
-// nesting runs serially, exceptions come back to the caller, OAR_NUM_THREADS is honoured.
+// nesting runs serially, exceptions come back to the caller, OAR_NUM_THREADS is honoured; polling
+// and sleeping workers (OAR_POOL_SPIN_US) give the same results whatever the gaps between calls.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <atomic>     // std::atomic
+#include <chrono>     // std::chrono: gaps between calls
 #include <cstddef>    // std::size_t
 #include <cstdlib>    // setenv, unsetenv
 #include <stdexcept>  // std::runtime_error
@@ -105,4 +107,45 @@ TEST_CASE("set_num_threads replaces the default pool, and rejects zero threads k
     CHECK(oar::default_pool().size() == 3);
     oar::set_num_threads(1);
     CHECK(oar::default_pool().size() == 1);
+}
+
+TEST_CASE("polling and sleeping workers run every call, with gaps shorter and longer than the polling budget") {
+    using namespace std::chrono_literals;
+    for (std::size_t spin : {0u, 200u, 5000u}) {
+        INFO("spin_us=" << spin);
+        oar::ThreadPool pool(3, spin);
+        CHECK(pool.spin_us() == spin);
+        long total = 0, want = 0;
+        std::vector<long> part(4);  // task i's own slot: tasks of one call run on different threads
+        for (int round = 0; round < 300; ++round) {
+            // no gap, a gap inside the budget, one past it (the workers went to sleep)
+            if (round % 3 == 1) std::this_thread::sleep_for(50us);
+            if (round % 50 == 2) std::this_thread::sleep_for(8ms);
+            const std::size_t tasks = 1 + static_cast<std::size_t>(round % 4);  // calls using fewer threads too
+            pool.parallel_for(tasks, [&](std::size_t i) { part[i] += round + static_cast<long>(i); });
+            for (std::size_t i = 0; i < tasks; ++i) want += round + static_cast<long>(i);
+        }
+        for (long p : part) total += p;
+        CHECK(total == want);
+        CHECK_THROWS_AS(pool.parallel_for(3, [](std::size_t i) { if (i == 2) throw std::runtime_error("x"); }),
+                        std::runtime_error);
+        std::atomic<int> n{0};
+        pool.parallel_for(3, [&](std::size_t) { n.fetch_add(1); });
+        CHECK(n.load() == 3);
+    }  // destroyed while its workers poll: they stop
+}
+
+TEST_CASE("OAR_POOL_SPIN_US sets the polling budget and a malformed value is a clear error") {
+    setenv("OAR_POOL_SPIN_US", "0", 1);
+    CHECK(oar::default_pool_spin_us() == 0);
+    CHECK(oar::ThreadPool(2).spin_us() == 0);
+    setenv("OAR_POOL_SPIN_US", "250", 1);
+    CHECK(oar::default_pool_spin_us() == 250);
+    for (const char* bad : {"-1", "fast", "10us", "2000000"}) {
+        setenv("OAR_POOL_SPIN_US", bad, 1);
+        CHECK_THROWS_WITH_AS(oar::default_pool_spin_us(), doctest::Contains("OAR_POOL_SPIN_US: expected microseconds"),
+                             oar::value_error);
+    }
+    unsetenv("OAR_POOL_SPIN_US");
+    CHECK(oar::default_pool_spin_us() == 300);
 }
