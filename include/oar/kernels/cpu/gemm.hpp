@@ -38,9 +38,10 @@ template <class T>
 inline constexpr std::size_t gemm_nr = 2 * xsimd::batch<T>::size;
 
 /// acc(R x NR) = sum_k apanel(k, r) * b(k, :), apanel(k, r) = a[k*MR + r], b(k, :) = b[k*ldb ..+ NR);
-/// then C(r, j) = fma(alpha, acc(r, j), C(r, j)) for r < R, j < cols (the same rounding on edges).
+/// then C(r, j) = fma(alpha, acc(r, j), beta * C(r, j)) for r < R, j < cols (the same rounding on
+/// edges): beta 1 adds to C, beta 0 overwrites it without reading it (NaNs in C do not propagate).
 template <std::size_t R, class T>
-OAR_ALWAYS_INLINE void micro_tile(std::size_t kc, T alpha, const T* a, const T* b, std::size_t ldb, T* c,
+OAR_ALWAYS_INLINE void micro_tile(std::size_t kc, T alpha, const T* a, const T* b, std::size_t ldb, T beta, T* c,
                                   std::size_t ldc, std::size_t cols) {
     using V = xsimd::batch<T>;
     constexpr std::size_t W = V::size, MR = gemm_mr<T>;
@@ -55,40 +56,47 @@ OAR_ALWAYS_INLINE void micro_tile(std::size_t kc, T alpha, const T* a, const T* 
             acc1[r] = xsimd::fma(av, b1, acc1[r]);
         }
     }
-    const V al(alpha);
+    const V al(alpha), be(beta);
+    // beta * C as the separate C = beta * C pass rounded it (beta 1 and 0: C itself, and zero)
+    const auto scaled = [&](V cv) { return beta == T(1) ? cv : cv * be; };
     if (cols == 2 * W) {
         for (std::size_t r = 0; r < R; ++r) {
             T* cp = c + r * ldc;
-            xsimd::fma(al, acc0[r], V::load_unaligned(cp)).store_unaligned(cp);
-            xsimd::fma(al, acc1[r], V::load_unaligned(cp + W)).store_unaligned(cp + W);
+            if (beta == T(0)) {
+                xsimd::fma(al, acc0[r], V(T(0))).store_unaligned(cp);  // the bits of the old C = 0 pass
+                xsimd::fma(al, acc1[r], V(T(0))).store_unaligned(cp + W);
+            } else {
+                xsimd::fma(al, acc0[r], scaled(V::load_unaligned(cp))).store_unaligned(cp);
+                xsimd::fma(al, acc1[r], scaled(V::load_unaligned(cp + W))).store_unaligned(cp + W);
+            }
         }
     } else {
         alignas(64) T tmp[2 * W];
         for (std::size_t r = 0; r < R; ++r) {
             T* cp = c + r * ldc;
-            for (std::size_t j = 0; j < cols; ++j) tmp[j] = cp[j];
-            xsimd::fma(al, acc0[r], V::load_aligned(tmp)).store_aligned(tmp);
-            xsimd::fma(al, acc1[r], V::load_aligned(tmp + W)).store_aligned(tmp + W);
+            for (std::size_t j = 0; j < cols; ++j) tmp[j] = beta == T(0) ? T(0) : cp[j];
+            xsimd::fma(al, acc0[r], scaled(V::load_aligned(tmp))).store_aligned(tmp);
+            xsimd::fma(al, acc1[r], scaled(V::load_aligned(tmp + W))).store_aligned(tmp + W);
             for (std::size_t j = 0; j < cols; ++j) cp[j] = tmp[j];
         }
     }
 }
 
 template <class T>
-void micro_tile_rows(std::size_t rows, std::size_t kc, T alpha, const T* a, const T* b, std::size_t ldb, T* c,
+void micro_tile_rows(std::size_t rows, std::size_t kc, T alpha, const T* a, const T* b, std::size_t ldb, T beta, T* c,
                      std::size_t ldc, std::size_t cols) {
     static_assert(gemm_mr<T> <= 10, "oar: micro_tile_rows dispatches rows 1..10");
     switch (rows) {
-        case 10: return micro_tile<10>(kc, alpha, a, b, ldb, c, ldc, cols);
-        case 9: return micro_tile<9>(kc, alpha, a, b, ldb, c, ldc, cols);
-        case 8: return micro_tile<8>(kc, alpha, a, b, ldb, c, ldc, cols);
-        case 7: return micro_tile<7>(kc, alpha, a, b, ldb, c, ldc, cols);
-        case 6: return micro_tile<6>(kc, alpha, a, b, ldb, c, ldc, cols);
-        case 5: return micro_tile<5>(kc, alpha, a, b, ldb, c, ldc, cols);
-        case 4: return micro_tile<4>(kc, alpha, a, b, ldb, c, ldc, cols);
-        case 3: return micro_tile<3>(kc, alpha, a, b, ldb, c, ldc, cols);
-        case 2: return micro_tile<2>(kc, alpha, a, b, ldb, c, ldc, cols);
-        default: return micro_tile<1>(kc, alpha, a, b, ldb, c, ldc, cols);
+        case 10: return micro_tile<10>(kc, alpha, a, b, ldb, beta, c, ldc, cols);
+        case 9: return micro_tile<9>(kc, alpha, a, b, ldb, beta, c, ldc, cols);
+        case 8: return micro_tile<8>(kc, alpha, a, b, ldb, beta, c, ldc, cols);
+        case 7: return micro_tile<7>(kc, alpha, a, b, ldb, beta, c, ldc, cols);
+        case 6: return micro_tile<6>(kc, alpha, a, b, ldb, beta, c, ldc, cols);
+        case 5: return micro_tile<5>(kc, alpha, a, b, ldb, beta, c, ldc, cols);
+        case 4: return micro_tile<4>(kc, alpha, a, b, ldb, beta, c, ldc, cols);
+        case 3: return micro_tile<3>(kc, alpha, a, b, ldb, beta, c, ldc, cols);
+        case 2: return micro_tile<2>(kc, alpha, a, b, ldb, beta, c, ldc, cols);
+        default: return micro_tile<1>(kc, alpha, a, b, ldb, beta, c, ldc, cols);
     }
 }
 
@@ -156,14 +164,16 @@ template <class T>
 void gemm_block(std::size_t M, std::size_t N, std::size_t K, T alpha, const T* a, std::size_t ai, std::size_t ak,
                 const T* b, std::size_t bk, std::size_t bj, T beta, T* c, std::size_t ldc) {
     constexpr std::size_t NR = gemm_nr<T>, MR = gemm_mr<T>, KC = gemm_kc, MC = gemm_mc, NC = gemm_nc;
-    for (std::size_t i = 0; i < M; ++i) {  // C = beta * C
-        T* ci = c + i * ldc;
-        if (beta == T(0))
-            std::fill(ci, ci + N, T(0));
-        else if (beta != T(1))
-            for (std::size_t j = 0; j < N; ++j) ci[j] *= beta;
+    if (K == 0 || alpha == T(0)) {  // C = beta * C
+        for (std::size_t i = 0; i < M; ++i) {
+            T* ci = c + i * ldc;
+            if (beta == T(0))
+                std::fill(ci, ci + N, T(0));
+            else if (beta != T(1))
+                for (std::size_t j = 0; j < N; ++j) ci[j] *= beta;
+        }
+        return;
     }
-    if (K == 0 || alpha == T(0)) return;
     T* apack = scratch<T, 0>(MC * KC);
     for (std::size_t jc = 0; jc < N; jc += NC) {
         const std::size_t nc = std::min(NC, N - jc);
@@ -174,6 +184,7 @@ void gemm_block(std::size_t M, std::size_t N, std::size_t K, T alpha, const T* a
         T* bpack = packed_panels ? scratch<T, 1>(packed_panels * KC * NR) : nullptr;
         for (std::size_t pc = 0; pc < K; pc += KC) {
             const std::size_t kc = std::min(KC, K - pc);
+            const T bk_beta = pc == 0 ? beta : T(1);  // the first K block applies beta, later ones add
             for (std::size_t p = 0; p < packed_panels; ++p) {
                 const std::size_t j0 = jc + direct + p * NR;
                 pack_b(kc, std::min(NR, N - j0), b + pc * bk + j0 * bj, bk, bj, bpack + p * kc * NR);
@@ -189,9 +200,10 @@ void gemm_block(std::size_t M, std::size_t N, std::size_t K, T alpha, const T* a
                     T* cblock = c + ic * ldc + jc + j0;
                     std::size_t i = 0;
                     for (; i + MR <= mc; i += MR)
-                        micro_tile<MR>(kc, alpha, apack + i * kc, strip, ldb, cblock + i * ldc, ldc, cols);
+                        micro_tile<MR>(kc, alpha, apack + i * kc, strip, ldb, bk_beta, cblock + i * ldc, ldc, cols);
                     if (i < mc)
-                        micro_tile_rows(mc - i, kc, alpha, apack + i * kc, strip, ldb, cblock + i * ldc, ldc, cols);
+                        micro_tile_rows(mc - i, kc, alpha, apack + i * kc, strip, ldb, bk_beta, cblock + i * ldc, ldc,
+                                        cols);
                 }
             }
         }
