@@ -121,14 +121,20 @@ void fill(float* p, std::size_t n, std::uint64_t seed) {
     for (std::size_t i = 0; i < n; ++i) p[i] = 2.0f * rng.uniform(0, i) - 1.0f;
 }
 
+/// beta of a GEMM benchmark: its fourth argument when it has one (the models' weight gradients
+/// accumulate, beta 1), else 0.
+float bench_beta(const benchmark::State& state) { return state.range(3) != 0 ? 1.0f : 0.0f; }
+
 void gemm_bench(benchmark::State& state, Trans ta, Trans tb) {
     const auto M = static_cast<std::size_t>(state.range(0)), N = static_cast<std::size_t>(state.range(1)),
                K = static_cast<std::size_t>(state.range(2));
+    const float beta = bench_beta(state);
     std::vector<float> a(M * K), b(K * N), c(M * N);
     fill(a.data(), a.size(), 1);
     fill(b.data(), b.size(), 2);
+    fill(c.data(), c.size(), 3);
     for (auto _ : state) {
-        gemm(ta, tb, M, N, K, 1.0f, a.data(), b.data(), 0.0f, c.data());
+        gemm(ta, tb, M, N, K, 1.0f, a.data(), b.data(), beta, c.data());
         benchmark::DoNotOptimize(c.data());
         benchmark::ClobberMemory();
     }
@@ -139,47 +145,70 @@ void gemm_bench(benchmark::State& state, Trans ta, Trans tb) {
 void openblas_bench(benchmark::State& state, Trans ta, Trans tb) {
     const auto M = static_cast<int>(state.range(0)), N = static_cast<int>(state.range(1)),
                K = static_cast<int>(state.range(2));
+    const float beta = bench_beta(state);
     std::vector<float> a(std::size_t(M) * K), b(std::size_t(K) * N), c(std::size_t(M) * N);
     fill(a.data(), a.size(), 1);
     fill(b.data(), b.size(), 2);
+    fill(c.data(), c.size(), 3);
     openblas_set_num_threads(static_cast<int>(default_pool().size()));
     constexpr int row_major = 101, no_trans = 111, trans = 112;
     for (auto _ : state) {
         cblas_sgemm(row_major, ta == Trans::no ? no_trans : trans, tb == Trans::no ? no_trans : trans, M, N, K, 1.0f,
-                    a.data(), ta == Trans::no ? K : M, b.data(), tb == Trans::no ? N : K, 0.0f, c.data(), N);
+                    a.data(), ta == Trans::no ? K : M, b.data(), tb == Trans::no ? N : K, beta, c.data(), N);
         benchmark::DoNotOptimize(c.data());
         benchmark::ClobberMemory();
     }
     flop_counters(state, 2.0 * double(M) * double(N) * double(K));
 }
-void openblas_nn(benchmark::State& s) { openblas_bench(s, Trans::no, Trans::no); }
-void openblas_nt(benchmark::State& s) { openblas_bench(s, Trans::no, Trans::yes); }
-void openblas_tn(benchmark::State& s) { openblas_bench(s, Trans::yes, Trans::no); }
 #endif
 
-void gemm_nn(benchmark::State& s) { gemm_bench(s, Trans::no, Trans::no); }
-void gemm_nt(benchmark::State& s) { gemm_bench(s, Trans::no, Trans::yes); }
-void gemm_tn(benchmark::State& s) { gemm_bench(s, Trans::yes, Trans::no); }
+/// A GEMM benchmark shape: (M, N, K) of op(A) (M,K) x op(B) (K,N), beta 0 or 1, and the few
+/// iterations the largest sizes get (0: Google Benchmark decides).
+struct GemmShape {
+    Trans ta, tb;
+    std::int64_t M, N, K, beta;
+    std::int64_t iterations = 0;
+};
 
-// Square sizes, then (M, N, K) of the course models: conv2 forward per sample (20 x 196 x 500), its
-// weight gradient (dy row^T: 20 x 500 x 196) and input gradient by the flipped weights (20 x 196 x
-// 500 again), conv1 forward (20 x 784 x 25), the MLP's Linear 784->512 forward at batch 100, its
-// weight gradient (x^T dy) and input gradient (dy W^T).
-template <class F>
-void register_gemm_shapes(const char* name, F nn, F nt, F tn) {
-    const std::string n(name);
-    auto* a = benchmark::RegisterBenchmark((n + "_nn").c_str(), nn);
-    for (std::int64_t s : {256, 512, 1024, 2048}) a->Args({s, s, s});
-    a->Args({20, 196, 500})->Args({20, 500, 196})->Args({20, 784, 25})->Args({100, 512, 784});
-    a->Unit(benchmark::kMicrosecond)->UseRealTime();
-    benchmark::RegisterBenchmark((n + "_nt").c_str(), nt)->Args({512, 512, 512})->Args({100, 784, 512})->Unit(benchmark::kMicrosecond)->UseRealTime();
-    benchmark::RegisterBenchmark((n + "_tn").c_str(), tn)->Args({512, 512, 512})->Args({784, 512, 100})->Unit(benchmark::kMicrosecond)->UseRealTime();
-}
+// Square sizes, then every (ta, tb, M, N, K, beta) the course's models call in a training step at
+// batch 100 (listed by instrumenting a step of each; stride-1 convolutions use conv.hpp's implicit
+// GEMM, not this one, so the CNN's only GEMMs are its classifier's; the MLP's first layer gets no
+// input gradient). Each is called once per step.
+constexpr GemmShape gemm_shapes[] = {
+    {Trans::no, Trans::no, 256, 256, 256, 0},
+    {Trans::no, Trans::no, 512, 512, 512, 0},
+    {Trans::no, Trans::no, 1024, 1024, 1024, 0},
+    {Trans::no, Trans::no, 2048, 2048, 2048, 0},
+    {Trans::no, Trans::no, 4096, 4096, 4096, 0, 3},  // ~1.4 s a call on one thread
+    {Trans::no, Trans::yes, 512, 512, 512, 0},
+    {Trans::yes, Trans::no, 512, 512, 512, 0},
+    {Trans::no, Trans::no, 100, 10, 980, 0},     // CNN Linear<980,10> forward: x (100,980) W (980,10)
+    {Trans::yes, Trans::no, 980, 10, 100, 1},    // CNN Linear<980,10> weight gradient: dW += x^T dy
+    {Trans::no, Trans::yes, 100, 980, 10, 0},    // CNN Linear<980,10> input gradient: dx = dy W^T
+    {Trans::no, Trans::no, 100, 512, 784, 0},    // MLP Linear<784,512> forward
+    {Trans::yes, Trans::no, 784, 512, 100, 1},   // MLP Linear<784,512> weight gradient
+    {Trans::no, Trans::no, 100, 10, 512, 0},     // MLP Linear<512,10> forward
+    {Trans::yes, Trans::no, 512, 10, 100, 1},    // MLP Linear<512,10> weight gradient
+    {Trans::no, Trans::yes, 100, 512, 10, 0},    // MLP Linear<512,10> input gradient
+};
+
+/// Registers oar's GEMM and, right after it at the same shape, OpenBLAS's (when the build has it):
+/// gemm_nn/M/N/K/beta, openblas_nn/M/N/K/beta.
 const bool gemm_registered = [] {
-    register_gemm_shapes("gemm", gemm_nn, gemm_nt, gemm_tn);
+    for (const GemmShape& s : gemm_shapes) {
+        const std::string form = std::string(s.ta == Trans::no ? "n" : "t") + (s.tb == Trans::no ? "n" : "t");
+        const std::vector<std::int64_t> args{s.M, s.N, s.K, s.beta};
+        auto* g = benchmark::RegisterBenchmark(("gemm_" + form).c_str(),
+                                               [s](benchmark::State& st) { gemm_bench(st, s.ta, s.tb); });
+        g->Args(args)->ArgNames({"M", "N", "K", "beta"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+        if (s.iterations) g->Iterations(s.iterations);
 #if OAR_BENCH_OPENBLAS
-    register_gemm_shapes("openblas", openblas_nn, openblas_nt, openblas_tn);
+        auto* o = benchmark::RegisterBenchmark(("openblas_" + form).c_str(),
+                                               [s](benchmark::State& st) { openblas_bench(st, s.ta, s.tb); });
+        o->Args(args)->ArgNames({"M", "N", "K", "beta"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+        if (s.iterations) o->Iterations(s.iterations);
 #endif
+    }
     return true;
 }();
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>  // std::fill, std::min
+#include <cmath>      // std::fma: the narrow paths' scalar epilogues
 #include <cstddef>    // std::size_t
 
 #include "../../core/simd.hpp"  // xsimd::batch, fma
@@ -210,6 +211,111 @@ void gemm_block(std::size_t M, std::size_t N, std::size_t K, T alpha, const T* a
     }
 }
 
+/// Narrow products (N <= MR columns, as a classifier's 10 outputs) waste most of an NR-wide tile,
+/// so they take one of two shapes of their own.
+///
+/// op(A) = A^T stored (K, M), its rows contiguous along i: C^T (N, M) = op(B)^T (N, K) x A (K, M)
+/// is the micro-tile's product with op(B)^T packed as one MR-row panel and A's rows read in place
+/// (NR values of i per tile; the last partial tile packed). Each tile's N x NR sums land in a small
+/// buffer and go to C transposed, with alpha and beta applied there. Column range [i0, i1) of C^T.
+template <class T>
+void gemm_narrow_at(std::size_t i0, std::size_t i1, std::size_t N, std::size_t K, T alpha, const T* a,
+                    std::size_t lda, const T* b, std::size_t bk, std::size_t bj, T beta, T* c, std::size_t ldc) {
+    constexpr std::size_t NR = gemm_nr<T>;
+    T* bpanel = scratch<T, 0>(K * gemm_mr<T>);  // (K, MR): bpanel[k*MR + j] = op(B)(k, j)
+    pack_a(N, K, b, bj, bk, bpanel);
+    alignas(64) T tmp[gemm_mr<T> * NR];  // (N, NR): C^T of one tile
+    for (std::size_t i = i0; i < i1; i += NR) {
+        const std::size_t cols = std::min(NR, i1 - i);
+        const T* strip = a + i;
+        std::size_t ld = lda;
+        if (cols < NR) {  // the partial tile: a zero-padded copy instead of reading past row ends
+            T* p = scratch<T, 1>(K * NR);
+            pack_b(K, cols, a + i, lda, std::size_t{1}, p);
+            strip = p;
+            ld = NR;
+        }
+        micro_tile_rows(N, K, T(1), bpanel, strip, ld, T(0), tmp, NR, NR);
+        for (std::size_t r = 0; r < cols; ++r) {
+            T* cr = c + (i + r) * ldc;
+            for (std::size_t j = 0; j < N; ++j) {
+                const T cv = beta == T(0) ? T(0) : beta == T(1) ? cr[j] : cr[j] * beta;
+                cr[j] = std::fma(alpha, tmp[j * NR + r], cv);
+            }
+        }
+    }
+}
+
+/// Rows and columns of C per dot-product tile: RA x RB accumulators plus RA + 1 loads in registers.
+template <class T>
+inline constexpr std::size_t gemm_dot_ra = sizeof(xsimd::batch<T>) >= 64 ? 4 : 3;
+template <class T>
+inline constexpr std::size_t gemm_dot_rb = sizeof(xsimd::batch<T>) >= 64 ? 5 : 3;
+
+/// C(i, j) = alpha * sum_k A(i, k) Bt(j, k) + beta * C(i, j) for RA x RB entries, A(i, k) = a[i*lda + k],
+/// Bt(j, k) = bt[j*ldbt + k] (both contiguous along k): SIMD partial sums over k, then one
+/// horizontal sum and the scalar rest of K.
+template <std::size_t RA, std::size_t RB, class T>
+void dot_tile(std::size_t K, T alpha, const T* a, std::size_t lda, const T* bt, std::size_t ldbt, T beta, T* c,
+              std::size_t ldc) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t W = V::size;
+    V acc[RA][RB];
+    for (std::size_t r = 0; r < RA; ++r)
+        for (std::size_t q = 0; q < RB; ++q) acc[r][q] = V(T(0));
+    const std::size_t kv = K / W * W;
+    for (std::size_t k = 0; k < kv; k += W) {
+        V av[RA];
+        for (std::size_t r = 0; r < RA; ++r) av[r] = V::load_unaligned(a + r * lda + k);
+        for (std::size_t q = 0; q < RB; ++q) {
+            const V bv = V::load_unaligned(bt + q * ldbt + k);
+            for (std::size_t r = 0; r < RA; ++r) acc[r][q] = xsimd::fma(av[r], bv, acc[r][q]);
+        }
+    }
+    for (std::size_t r = 0; r < RA; ++r)
+        for (std::size_t q = 0; q < RB; ++q) {
+            T sum = xsimd::hadd(acc[r][q]);
+            for (std::size_t k = kv; k < K; ++k) sum = std::fma(a[r * lda + k], bt[q * ldbt + k], sum);
+            T& cv = c[r * ldc + q];
+            cv = std::fma(alpha, sum, beta == T(0) ? T(0) : beta == T(1) ? cv : cv * beta);
+        }
+}
+
+template <std::size_t RA, class T>
+void dot_row_block(std::size_t N, std::size_t K, T alpha, const T* a, std::size_t lda, const T* bt, std::size_t ldbt,
+                   T beta, T* c, std::size_t ldc) {
+    constexpr std::size_t RB = gemm_dot_rb<T>;
+    std::size_t j = 0;
+    for (; j + RB <= N; j += RB) dot_tile<RA, RB>(K, alpha, a, lda, bt + j * ldbt, ldbt, beta, c + j, ldc);
+    for (; j < N; ++j) dot_tile<RA, 1>(K, alpha, a, lda, bt + j * ldbt, ldbt, beta, c + j, ldc);
+}
+
+/// op(A) = A stored (M, K), rows contiguous along k: C(i, j) as dot products of A's rows with op(B)'s
+/// columns, which are B's rows when op(B) = B^T and are otherwise copied out once (N x K, small).
+/// Rows [i0, i1) of C.
+template <class T>
+void gemm_narrow_dot(std::size_t i0, std::size_t i1, std::size_t N, std::size_t K, T alpha, const T* a,
+                     std::size_t lda, const T* b, std::size_t bk, std::size_t bj, T beta, T* c, std::size_t ldc) {
+    constexpr std::size_t RA = gemm_dot_ra<T>, W = xsimd::batch<T>::size;
+    const T* bt = b;  // Bt(j, k) = bt[j*ldbt + k]
+    std::size_t ldbt = bj;
+    if (bk != 1) {
+        ldbt = (K + W - 1) / W * W + W;  // padded: rows apart from A's in the L1 sets
+        T* p = scratch<T, 1>(N * ldbt);
+        for (std::size_t k = 0; k < K; ++k) {
+            const T* src = b + k * bk;
+            for (std::size_t j = 0; j < N; ++j) p[j * ldbt + k] = src[j * bj];
+        }
+        bt = p;
+    }
+    std::size_t i = i0;
+    for (; i + RA <= i1; i += RA) dot_row_block<RA>(N, K, alpha, a + i * lda, lda, bt, ldbt, beta, c + i * ldc, ldc);
+    for (; i < i1; ++i) dot_row_block<1>(N, K, alpha, a + i * lda, lda, bt, ldbt, beta, c + i * ldc, ldc);
+}
+
+/// From this K on, a narrow product with op(A) = A takes dot products (below it, the packed tiles).
+inline constexpr std::size_t gemm_dot_min_k = 32;
+
 /// Multiply-adds per thread below which a product stays on one thread (a wake-up costs ~10 us).
 inline constexpr double gemm_parallel_min_madds = 1.0e6;
 
@@ -233,6 +339,24 @@ struct kernel<op::gemm, basic_cpu<T>> {
         std::size_t parts = 1;
         if (pool && pool->size() > 1 && madds >= 2 * gemm_parallel_min_madds)
             parts = std::min<std::size_t>(pool->size(), static_cast<std::size_t>(madds / gemm_parallel_min_madds));
+        if (N <= MR && K > 0 && alpha != T(0) && (ak != 1 || K >= gemm_dot_min_k)) {
+            // Narrow C: split its rows over the threads in whole tiles (NR rows of C^T, or RA rows).
+            const std::size_t unit = ak != 1 ? NR : gemm_dot_ra<T>, units = (M + unit - 1) / unit;
+            parts = std::min(parts, units);
+            const auto rows = [&](std::size_t t) {
+                const std::size_t i0 = std::min(M, ThreadPool::chunk_begin(units, parts, t) * unit),
+                                  i1 = std::min(M, ThreadPool::chunk_begin(units, parts, t + 1) * unit);
+                if (ak != 1)
+                    gemm_narrow_at(i0, i1, N, K, alpha, A, ak, B, bk, bj, beta, C, ldc);
+                else
+                    gemm_narrow_dot(i0, i1, N, K, alpha, A, ai, B, bk, bj, beta, C, ldc);
+            };
+            if (parts == 1)
+                rows(0);
+            else
+                pool->parallel_for(parts, rows);
+            return;
+        }
         const std::size_t col_panels = (N + NR - 1) / NR, row_panels = (M + MR - 1) / MR;
         if (parts > 1 && std::max(col_panels, row_panels) < 2) parts = 1;
         if (parts == 1) {
