@@ -248,7 +248,7 @@ void gemm_narrow_at(std::size_t i0, std::size_t i1, std::size_t N, std::size_t K
 
 /// Rows and columns of C per dot-product tile: RA x RB accumulators plus RA + 1 loads in registers.
 template <class T>
-inline constexpr std::size_t gemm_dot_ra = sizeof(xsimd::batch<T>) >= 64 ? 4 : 3;
+inline constexpr std::size_t gemm_dot_ra = sizeof(xsimd::batch<T>) >= 64 ? 3 : 1;
 template <class T>
 inline constexpr std::size_t gemm_dot_rb = sizeof(xsimd::batch<T>) >= 64 ? 5 : 3;
 
@@ -264,13 +264,23 @@ void dot_tile(std::size_t K, T alpha, const T* a, std::size_t lda, const T* bt, 
     for (std::size_t r = 0; r < RA; ++r)
         for (std::size_t q = 0; q < RB; ++q) acc[r][q] = V(T(0));
     const std::size_t kv = K / W * W;
-    for (std::size_t k = 0; k < kv; k += W) {
-        V av[RA];
-        for (std::size_t r = 0; r < RA; ++r) av[r] = V::load_unaligned(a + r * lda + k);
-        for (std::size_t q = 0; q < RB; ++q) {
-            const V bv = V::load_unaligned(bt + q * ldbt + k);
-            for (std::size_t r = 0; r < RA; ++r) acc[r][q] = xsimd::fma(av[r], bv, acc[r][q]);
+    if (kv) {
+        // Software-pipelined: the next step's vectors are loaded while this step's are used, so
+        // they reach the FMAs as registers (a load feeding the FMAs directly is folded into each).
+        V av[RA], bv[RB];
+        for (std::size_t r = 0; r < RA; ++r) av[r] = V::load_unaligned(a + r * lda);
+        for (std::size_t q = 0; q < RB; ++q) bv[q] = V::load_unaligned(bt + q * ldbt);
+        for (std::size_t k = W; k < kv; k += W) {
+            V an[RA], bn[RB];
+            for (std::size_t r = 0; r < RA; ++r) an[r] = V::load_unaligned(a + r * lda + k);
+            for (std::size_t q = 0; q < RB; ++q) bn[q] = V::load_unaligned(bt + q * ldbt + k);
+            for (std::size_t r = 0; r < RA; ++r)
+                for (std::size_t q = 0; q < RB; ++q) acc[r][q] = xsimd::fma(av[r], bv[q], acc[r][q]);
+            for (std::size_t r = 0; r < RA; ++r) av[r] = an[r];
+            for (std::size_t q = 0; q < RB; ++q) bv[q] = bn[q];
         }
+        for (std::size_t r = 0; r < RA; ++r)
+            for (std::size_t q = 0; q < RB; ++q) acc[r][q] = xsimd::fma(av[r], bv[q], acc[r][q]);
     }
     for (std::size_t r = 0; r < RA; ++r)
         for (std::size_t q = 0; q < RB; ++q) {
