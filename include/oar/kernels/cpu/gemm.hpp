@@ -12,6 +12,8 @@
 #include <algorithm>  // std::fill, std::min
 #include <cmath>      // std::fma: the narrow paths' scalar epilogues
 #include <cstddef>    // std::size_t
+#include <type_traits>  // std::integral_constant: compile-time row indices
+#include <utility>      // std::index_sequence
 
 #include "../../core/simd.hpp"  // xsimd::batch, fma
 
@@ -38,6 +40,47 @@ inline constexpr std::size_t gemm_nc = 4096; // columns per outer block
 template <class T>
 inline constexpr std::size_t gemm_nr = 2 * xsimd::batch<T>::size;
 
+/// The epilogue of a full micro-tile, rows by compile-time index (a runtime row loop kept the
+/// accumulators in memory: a store and a load each, much of a small-K tile): C(r, :) = fma(alpha,
+/// acc(r, :), beta * C(r, :)), beta * C as the separate C = beta * C pass rounded it (Beta 0: zero,
+/// C never read; 1: C; 2: any other beta).
+template <int Beta, class V, class T, std::size_t... r>
+OAR_ALWAYS_INLINE void tile_store(std::index_sequence<r...>, const V (&acc0)[sizeof...(r)],
+                                  const V (&acc1)[sizeof...(r)], T alpha, T beta, T* c, std::size_t ldc) {
+    constexpr std::size_t W = V::size;
+    const V al(alpha), be(beta);
+    const auto c_in = [&](const T* cp) { return Beta == 0 ? V(T(0)) : Beta == 1 ? V::load_unaligned(cp) : V::load_unaligned(cp) * be; };
+    ((xsimd::fma(al, acc0[r], c_in(c + r * ldc)).store_unaligned(c + r * ldc),
+      xsimd::fma(al, acc1[r], c_in(c + r * ldc + W)).store_unaligned(c + r * ldc + W)),
+     ...);
+}
+
+/// The same for a tile of `cols` < NR columns, from the accumulators stored in acc (R, NR).
+template <class T>
+void tile_store_edge(std::size_t R, const T* acc, T alpha, T beta, T* c, std::size_t ldc, std::size_t cols) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t W = V::size;
+    const V al(alpha), be(beta);
+    for (std::size_t r = 0; r < R; ++r) {
+        alignas(64) T tmp[2 * W];
+        T* cp = c + r * ldc;
+        for (std::size_t j = 0; j < cols; ++j) tmp[j] = beta == T(0) ? T(0) : cp[j];
+        for (std::size_t h = 0; h < 2; ++h) {
+            const V cv = V::load_aligned(tmp + h * W);
+            xsimd::fma(al, V::load_aligned(acc + r * 2 * W + h * W), beta == T(0) || beta == T(1) ? cv : cv * be)
+                .store_aligned(tmp + h * W);
+        }
+        for (std::size_t j = 0; j < cols; ++j) cp[j] = tmp[j];
+    }
+}
+
+/// Stores R rows of accumulators into acc (R, NR).
+template <class V, class T, std::size_t... r>
+OAR_ALWAYS_INLINE void tile_spill(std::index_sequence<r...>, const V (&acc0)[sizeof...(r)],
+                                  const V (&acc1)[sizeof...(r)], T* acc) {
+    ((acc0[r].store_aligned(acc + r * 2 * V::size), acc1[r].store_aligned(acc + r * 2 * V::size + V::size)), ...);
+}
+
 /// acc(R x NR) = sum_k apanel(k, r) * b(k, :), apanel(k, r) = a[k*MR + r], b(k, :) = b[k*ldb ..+ NR);
 /// then C(r, j) = fma(alpha, acc(r, j), beta * C(r, j)) for r < R, j < cols (the same rounding on
 /// edges): beta 1 adds to C, beta 0 overwrites it without reading it (NaNs in C do not propagate).
@@ -57,29 +100,18 @@ OAR_ALWAYS_INLINE void micro_tile(std::size_t kc, T alpha, const T* a, const T* 
             acc1[r] = xsimd::fma(av, b1, acc1[r]);
         }
     }
-    const V al(alpha), be(beta);
-    // beta * C as the separate C = beta * C pass rounded it (beta 1 and 0: C itself, and zero)
-    const auto scaled = [&](V cv) { return beta == T(1) ? cv : cv * be; };
+    constexpr auto rows = std::make_index_sequence<R>{};
     if (cols == 2 * W) {
-        for (std::size_t r = 0; r < R; ++r) {
-            T* cp = c + r * ldc;
-            if (beta == T(0)) {
-                xsimd::fma(al, acc0[r], V(T(0))).store_unaligned(cp);  // the bits of the old C = 0 pass
-                xsimd::fma(al, acc1[r], V(T(0))).store_unaligned(cp + W);
-            } else {
-                xsimd::fma(al, acc0[r], scaled(V::load_unaligned(cp))).store_unaligned(cp);
-                xsimd::fma(al, acc1[r], scaled(V::load_unaligned(cp + W))).store_unaligned(cp + W);
-            }
-        }
+        if (beta == T(0))
+            tile_store<0>(rows, acc0, acc1, alpha, beta, c, ldc);  // the bits of the old C = 0 pass
+        else if (beta == T(1))
+            tile_store<1>(rows, acc0, acc1, alpha, beta, c, ldc);
+        else
+            tile_store<2>(rows, acc0, acc1, alpha, beta, c, ldc);
     } else {
-        alignas(64) T tmp[2 * W];
-        for (std::size_t r = 0; r < R; ++r) {
-            T* cp = c + r * ldc;
-            for (std::size_t j = 0; j < cols; ++j) tmp[j] = beta == T(0) ? T(0) : cp[j];
-            xsimd::fma(al, acc0[r], scaled(V::load_aligned(tmp))).store_aligned(tmp);
-            xsimd::fma(al, acc1[r], scaled(V::load_aligned(tmp + W))).store_aligned(tmp + W);
-            for (std::size_t j = 0; j < cols; ++j) cp[j] = tmp[j];
-        }
+        alignas(64) T acc[R * 2 * W];
+        tile_spill(rows, acc0, acc1, acc);
+        tile_store_edge(R, acc, alpha, beta, c, ldc, cols);
     }
 }
 
