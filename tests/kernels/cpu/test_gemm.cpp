@@ -3,8 +3,12 @@
 // micro-kernel (10-row tiles and every shorter rest; full and partial column panels of two SIMD
 // vectors, 16 floats / 8 doubles each with AVX-512; K = 1; M or N = 1), the cache blocks (K past
 // KC = 256, M past MC = 120, B read in place or packed), in float and double,
-// against a naive triple loop in long double. NaN in the padding of A and B and a sentinel in the
-// padding of C catch reads and writes outside the matrices.
+// against a naive triple loop in long double. Narrow products (N <= 10 columns, the classifiers'
+// outputs) take their own paths: op(A) = A^T through transposed tiles (whole 32-row tiles and a
+// partial one), op(A) = A with K >= 32 through dot-product tiles (3 x 5 and their row and column
+// rests, K past and short of whole SIMD vectors, B's rows read directly or copied when transposed);
+// they are swept the same way, and so is every shape the course's models call. NaN in the padding
+// of A and B and a sentinel in the padding of C catch reads and writes outside the matrices.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/gemm.hpp>  // the header under test
@@ -256,7 +260,9 @@ TEST_CASE("gemm across the cache blocks: K past one K block, M past one row bloc
 }
 
 TEST_CASE("gemm results are bit-identical whatever the thread count") {
-    constexpr std::size_t shapes[][3] = {{300, 410, 270}, {20, 2000, 500}, {784, 512, 100}, {100, 784, 512}};
+    // The last three are narrow products large enough to be split over threads.
+    constexpr std::size_t shapes[][3] = {{300, 410, 270}, {20, 2000, 500}, {784, 512, 100}, {100, 784, 512},
+                                         {3000, 10, 200}, {2000, 7, 333}, {4001, 3, 170}};
     for (Trans ta : both)
         for (Trans tb : both)
             for (const auto& sh : shapes) {
@@ -274,4 +280,71 @@ TEST_CASE("gemm results are bit-identical whatever the thread count") {
                 CHECK(results[0] == results[2]);
             }
     oar::set_num_threads(oar::default_thread_count());
+}
+
+TEST_CASE("narrow gemm (N <= 10 columns) matches a naive triple loop on every path and edge") {
+    // M: below, at and past one 32-row transposed tile and the 3-row dot tiles; N: every column
+    // count of the 5-column dot tiles and their rests; K: below the dot paths' 32, past and short of
+    // whole vectors of 16 floats / 8 doubles, past one K block.
+    constexpr std::size_t Ms[] = {1, 2, 3, 4, 31, 32, 33, 64, 100};
+    constexpr std::size_t Ns[] = {1, 2, 4, 5, 6, 9, 10};
+    constexpr std::size_t Ks[] = {1, 15, 16, 32, 47, 100, 300};
+    constexpr double alphas[] = {1.0, -0.5, 2.0, 0.75};
+    constexpr double betas[] = {0.0, 1.0, 0.75, -2.0};
+    std::size_t n = 0;
+    for (Trans ta : both)
+        for (Trans tb : both)
+            for (std::size_t M : Ms)
+                for (std::size_t N : Ns)
+                    for (std::size_t K : Ks) {
+                        const std::size_t pad = n % 3;
+                        const GemmCase c{ta, tb, M, N, K, alphas[n % 4], betas[(n / 4) % 4], pad, 2 * pad, pad};
+                        ++n;
+                        std::string first_f, first_d;
+                        const std::size_t bad_f = run_case<float>(c, 3000 + n, first_f);
+                        const std::size_t bad_d = run_case<double>(c, 7000 + n, first_d);
+                        INFO(describe(c));
+                        INFO(first_f, " / ", first_d);
+                        CHECK(bad_f == 0);
+                        CHECK(bad_d == 0);
+                    }
+}
+
+TEST_CASE("narrow gemm with beta = 0 overwrites NaN in C on both narrow paths") {
+    for (Trans ta : both)
+        for (Trans tb : both)
+            for (std::size_t M : {5u, 40u}) {
+                std::string first;
+                const GemmCase c{ta, tb, M, 10, 64, -1.25, 0.0, 1, 0, 2};
+                INFO(describe(c));
+                INFO(first);
+                CHECK(run_case<float>(c, 31, first, /*nan_in_c=*/true) == 0);
+                CHECK(run_case<double>(c, 32, first, /*nan_in_c=*/true) == 0);
+            }
+}
+
+TEST_CASE("gemm matches a naive triple loop on every shape the course's models call") {
+    // (ta, tb, M, N, K, beta) of a training step at batch 100: the CNN's Linear<980,10> forward,
+    // weight and input gradients; the MLP's Linear<784,512> forward and weight gradient and its
+    // Linear<512,10> forward, weight and input gradients.
+    struct Shape {
+        Trans ta, tb;
+        std::size_t M, N, K;
+        double beta;
+    };
+    constexpr Shape shapes[] = {
+        {Trans::no, Trans::no, 100, 10, 980, 0.0},   {Trans::yes, Trans::no, 980, 10, 100, 1.0},
+        {Trans::no, Trans::yes, 100, 980, 10, 0.0},  {Trans::no, Trans::no, 100, 512, 784, 0.0},
+        {Trans::yes, Trans::no, 784, 512, 100, 1.0}, {Trans::no, Trans::no, 100, 10, 512, 0.0},
+        {Trans::yes, Trans::no, 512, 10, 100, 1.0},  {Trans::no, Trans::yes, 100, 512, 10, 0.0},
+    };
+    std::size_t n = 0;
+    for (const Shape& sh : shapes) {
+        const GemmCase c{sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0, sh.beta, 0, 0, 0};
+        std::string first;
+        INFO(describe(c));
+        const std::size_t bad = run_case<float>(c, 900 + n++, first);
+        INFO(first);
+        CHECK(bad == 0);
+    }
 }
