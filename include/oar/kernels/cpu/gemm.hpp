@@ -201,6 +201,27 @@ void pack_b(std::size_t kc, std::size_t cols, const T* b, std::size_t bk, std::s
     }
 }
 
+/// Packs a kc x n block of a row-contiguous B (B(k,j) = b[k*bk + j]) into zero-padded kc x NR
+/// panels (panel p at out + p*kc*NR), as pack_b does strip by strip, but reading each row of B once
+/// from start to end (strips of a wide B are 2 KB-strided and prefetch poorly).
+template <class T>
+void pack_b_rows(std::size_t kc, std::size_t n, const T* b, std::size_t bk, T* out) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t NR = gemm_nr<T>, W = V::size;
+    const std::size_t full = n / NR, rest = n - full * NR;
+    for (std::size_t k = 0; k < kc; ++k) {
+        const T* src = b + k * bk;
+        for (std::size_t p = 0; p < full; ++p)
+            for (std::size_t h = 0; h < NR; h += W)
+                V::load_unaligned(src + p * NR + h).store_aligned(out + (p * kc + k) * NR + h);
+        if (rest) {
+            T* row = out + (full * kc + k) * NR;
+            for (std::size_t j = 0; j < rest; ++j) row[j] = src[full * NR + j];
+            for (std::size_t j = rest; j < NR; ++j) row[j] = T(0);
+        }
+    }
+}
+
 /// Up to this many rows of C, full strips of a row-contiguous B are read in place, not packed.
 inline constexpr std::size_t gemm_direct_max_m = 32;
 
@@ -231,9 +252,13 @@ void gemm_block(std::size_t M, std::size_t N, std::size_t K, T alpha, const T* a
         for (std::size_t pc = 0; pc < K; pc += KC) {
             const std::size_t kc = std::min(KC, K - pc);
             const T bk_beta = pc == 0 ? beta : T(1);  // the first K block applies beta, later ones add
-            for (std::size_t p = 0; p < packed_panels; ++p) {
-                const std::size_t j0 = jc + direct + p * NR;
-                pack_b(kc, std::min(NR, N - j0), b + pc * bk + j0 * bj, bk, bj, bpack + p * kc * NR);
+            if (bj == 1 && packed_panels > 1) {  // row by row: B read in order, not strip by strip
+                pack_b_rows(kc, nc - direct, b + pc * bk + jc + direct, bk, bpack);
+            } else {
+                for (std::size_t p = 0; p < packed_panels; ++p) {
+                    const std::size_t j0 = jc + direct + p * NR;
+                    pack_b(kc, std::min(NR, N - j0), b + pc * bk + j0 * bj, bk, bj, bpack + p * kc * NR);
+                }
             }
             for (std::size_t ic = 0; ic < M; ic += MC) {
                 const std::size_t mc = std::min(MC, M - ic);
