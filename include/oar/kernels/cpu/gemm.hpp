@@ -45,16 +45,23 @@ inline constexpr std::size_t gemm_nr = 2 * xsimd::batch<T>::size;
 /// The epilogue of a full micro-tile, rows by compile-time index (a runtime row loop kept the
 /// accumulators in memory: a store and a load each, much of a small-K tile): C(r, :) = fma(alpha,
 /// acc(r, :), beta * C(r, :)), beta * C as the separate C = beta * C pass rounded it (Beta 0: zero,
-/// C never read; 1: C; 2: any other beta).
+/// C never read; 1: C; 2: any other beta; 3: alpha 1 and beta 0, C = acc).
 template <int Beta, class V, class T, std::size_t... r>
 OAR_ALWAYS_INLINE void tile_store(std::index_sequence<r...>, const V (&acc0)[sizeof...(r)],
                                   const V (&acc1)[sizeof...(r)], T alpha, T beta, T* c, std::size_t ldc) {
     constexpr std::size_t W = V::size;
     const V al(alpha), be(beta);
-    const auto c_in = [&](const T* cp) { return Beta == 0 ? V(T(0)) : Beta == 1 ? V::load_unaligned(cp) : V::load_unaligned(cp) * be; };
-    ((xsimd::fma(al, acc0[r], c_in(c + r * ldc)).store_unaligned(c + r * ldc),
-      xsimd::fma(al, acc1[r], c_in(c + r * ldc + W)).store_unaligned(c + r * ldc + W)),
-     ...);
+    if constexpr (Beta == 3) {  // alpha 1, beta 0: fma(1, acc, 0) is acc (but -0 stays -0)
+        (void)al, (void)be;
+        ((acc0[r].store_unaligned(c + r * ldc), acc1[r].store_unaligned(c + r * ldc + W)), ...);
+    } else {
+        const auto c_in = [&](const T* cp) {
+            return Beta == 0 ? V(T(0)) : Beta == 1 ? V::load_unaligned(cp) : V::load_unaligned(cp) * be;
+        };
+        ((xsimd::fma(al, acc0[r], c_in(c + r * ldc)).store_unaligned(c + r * ldc),
+          xsimd::fma(al, acc1[r], c_in(c + r * ldc + W)).store_unaligned(c + r * ldc + W)),
+         ...);
+    }
 }
 
 /// The same for a tile of `cols` < NR columns, from the accumulators stored in acc (R, NR).
@@ -104,7 +111,9 @@ OAR_ALWAYS_INLINE void micro_tile(std::size_t kc, T alpha, const T* a, const T* 
     }
     constexpr auto rows = std::make_index_sequence<R>{};
     if (cols == 2 * W) {
-        if (beta == T(0))
+        if (beta == T(0) && alpha == T(1))
+            tile_store<3>(rows, acc0, acc1, alpha, beta, c, ldc);
+        else if (beta == T(0))
             tile_store<0>(rows, acc0, acc1, alpha, beta, c, ldc);  // the bits of the old C = 0 pass
         else if (beta == T(1))
             tile_store<1>(rows, acc0, acc1, alpha, beta, c, ldc);
