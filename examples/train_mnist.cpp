@@ -9,7 +9,6 @@
 #include <chrono>      // std::chrono::steady_clock
 #include <csignal>     // SIGINT, SIGTERM
 #include <cstdint>     // std::int64_t, std::uint64_t
-#include <cstdarg>     // va_list: say()
 #include <cstdio>      // std::printf, std::fprintf, std::vfprintf
 #include <cstdlib>     // std::getenv
 #include <filesystem>  // std::filesystem
@@ -25,17 +24,16 @@
 #include <oar/dist/data_parallel.hpp>     // DataParallel: gradients averaged across ranks
 #include <oar/dist/env.hpp>               // init_parallel_env: alone, or under mpirun
 #include <oar/oar.hpp>                    // the library
-#include <oar/optim/lr_scheduler.hpp>     // StepDecay, MultiStepDecay, CosineAnnealingDecay, ReduceOnPlateau
 #include <oar/train/diagnostics.hpp>      // TerminateOnNonFinite
 #include <oar/train/loggers.hpp>          // CSVLogger, TensorBoardLogger, CurvesLogger
-#include <oar/train/lr_scheduler.hpp>     // LRScheduler callback
 #include <oar/train/model.hpp>            // Model, Logs
 #include <oar/train/model_checkpoint.hpp> // ModelCheckpoint
 #include <oar/train/options.hpp>          // TrainOptions, parse_train_options
 #include <oar/train/progress.hpp>         // ProgBarLogger
 #include <oar/train/signals.hpp>          // StopOnSignal
 
-#include "models.hpp"  // course::CNN, ...
+#include "job_lines.hpp"  // say, CourseLog, EpochLine, Maybe, Schedules: the lines the CPU and GPU runs print
+#include "models.hpp"     // course::CNN, ...
 
 #if OAR_HAS_GPU_TRAIN
 #include <oar/cuda/main_job.hpp>  // oar::gpu::train_mnist: --device gpu (nvcc-compiled, examples/train_mnist_gpu.cu)
@@ -45,33 +43,12 @@ namespace {
 
 using Config = oar::TrainOptions;
 
-/// Where the program's lines go: stdout on rank 0 only, and this rank's log file if there is one.
-struct Output {
-    bool to_stdout = true;
-    std::FILE* log = nullptr;
-} out;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
-#endif
-void say(const char* fmt, ...) {
-    va_list args;
-    if (out.to_stdout) {
-        va_start(args, fmt);
-        std::vfprintf(stdout, fmt, args);
-        va_end(args);
-    }
-    if (out.log) {
-        va_start(args, fmt);
-        std::vfprintf(out.log, fmt, args);
-        va_end(args);
-    }
-}
-
-void flush_output() {
-    std::fflush(stdout);
-    if (out.log) std::fflush(out.log);
-}
+using lines::say;
+using lines::flush_output;
+using lines::out;
+using lines::clock_type;
+using lines::seconds_since;
+using lines::Maybe;
 
 constexpr const char* usage = R"(usage: train_mnist [options]
 Trains one of PaddlePaddle's MNIST-course models with oar and prints a result line.
@@ -142,9 +119,6 @@ std::pair<std::string, std::string> locate_data(const Config& c) {
                         "install Debian's dataset-fashion-mnist");
 }
 
-using clock_type = std::chrono::steady_clock;
-double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
-
 /// Classifiers score 10 logits with cross-entropy; regressors predict the digit with MSE and count
 /// as correct when the rounded prediction equals the label.
 template <class Net>
@@ -155,60 +129,6 @@ constexpr bool is_classifier = Net::output_shape::size == 10;
 template <oar::data::Dataset D>
 struct Splits {
     D train, valid, test;
-};
-
-/// The course's log line every --log-every batches (when the output is not a terminal).
-struct CourseLog {
-    std::size_t every;
-    void on_train_batch_end(const oar::Logs& l) {
-        const std::size_t batch = l.step - 1;
-        if (every && batch % every == 0) {
-            say("epoch: %zu, batch: %zu, loss is: %.4f, acc is: %.4f\n", l.epoch, batch, l.loss,
-                l.metrics.empty() ? 0.0 : l.metrics[0].second);
-            flush_output();  // a pipe or a log file sees each line as it comes
-        }
-    }
-};
-
-/// One line per epoch: train and valid loss and accuracy, time and training speed; sums the
-/// training steps' images and seconds for the result line.
-struct EpochLine {
-    double ranks = 1;
-    std::size_t trained = 0;
-    double train_seconds = 0;
-    clock_type::time_point t0 = clock_type::now();
-    void on_epoch_begin(const oar::Logs&) { t0 = clock_type::now(); }
-    void on_train_batch_end(const oar::Logs& l) {
-        trained += l.batch_size;
-        step_seconds = l.step_seconds;
-    }
-    void on_epoch_end(const oar::Logs& l) {
-        train_seconds += l.step_seconds;
-        const double acc = l.metrics.empty() ? 0.0 : l.metrics[0].second;
-        const double vacc = l.eval_metrics.empty() ? 0.0 : l.eval_metrics[0].second;
-        say("epoch %zu: train loss %.4f acc %.4f | valid loss %.4f acc %.4f | %.1f s, %.0f img/s, lr %g\n", l.epoch,
-            l.loss, acc, l.eval_loss, vacc, seconds_since(t0),
-            ranks * static_cast<double>(l.samples) / l.step_seconds, l.lr);
-        flush_output();
-        step_seconds = 0;
-    }
-    void on_train_end(const oar::Logs&) {
-        train_seconds += step_seconds;  // an epoch cut short by a signal
-        step_seconds = 0;
-    }
-    double step_seconds = 0;
-};
-
-/// A callback that may be absent: forwards every hook when set.
-template <class C>
-struct Maybe {
-    std::unique_ptr<C> c;
-    template <class M> void on_train_begin(M& m, const oar::Logs& l) { if (c) oar::detail::cb_train_begin(*c, m, l); }
-    template <class M> void on_epoch_begin(M& m, const oar::Logs& l) { if (c) oar::detail::cb_epoch_begin(*c, m, l); }
-    template <class M> void on_train_batch_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_batch_end(*c, m, l); }
-    template <class M> void on_epoch_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_epoch_end(*c, m, l); }
-    template <class M> void on_eval_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_eval_end(*c, m, l); }
-    template <class M> void on_train_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_train_end(*c, m, l); }
 };
 
 /// StopOnSignal's hooks when one is installed (not under MPI).
@@ -245,15 +165,6 @@ std::pair<std::string, std::string> locate_checkpoint(const Config& c) {
                                                 "with latest.*)"));
     return {dir, stem};
 }
-
-/// The LR schedule of --lr-schedule, stepped per epoch by the LRScheduler callback.
-template <class S>
-struct ScheduleCallback {
-    S schedule;
-    oar::LRScheduler<S> cb;
-    explicit ScheduleCallback(S s) : schedule(std::move(s)), cb(schedule) {}
-    ScheduleCallback(const ScheduleCallback&) = delete;
-};
 
 template <class Net, class D>
 int train(const Config& c, const std::string& dataset, const Splits<D>& data, Net& net, auto& opt,
@@ -300,8 +211,8 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
     const bool tty = writer && !par.distributed() && ::isatty(fileno(stdout)) != 0;
     Maybe<oar::ProgBarLogger> bar;
     if (tty) bar.c = std::make_unique<oar::ProgBarLogger>(oar::ProgBarOptions{.log_freq = fit.log_freq});
-    CourseLog course{tty ? 0 : c.log_every};
-    EpochLine epochs{static_cast<double>(w)};
+    lines::CourseLog course{tty ? 0 : c.log_every};
+    lines::EpochLine epochs{static_cast<double>(w)};
     // The loss and the weights after every update (cheap); a NaN names the step and the weight's layer.
     oar::TerminateOnNonFinite guard({.layers = false});
     // Under MPI a signal reaches the ranks at different steps, and a rank that stops alone would
@@ -325,35 +236,11 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
         ckpt.c = std::make_unique<oar::ModelCheckpoint>(oar::ModelCheckpointOptions{
             .dir = c.checkpoint_dir, .save_freq = 1, .monitor = "eval_acc", .is_writer = writer});
 
-    using Sched = oar::ScheduleOption::Kind;
-    const double lr0 = static_cast<double>(c.lr);
-    std::optional<oar::StepDecay> step_s;
-    std::optional<oar::MultiStepDecay> multi_s;
-    std::optional<oar::CosineAnnealingDecay> cos_s;
-    std::optional<oar::ReduceOnPlateau> plateau_s;
-    Maybe<oar::LRScheduler<oar::StepDecay>> step_cb;
-    Maybe<oar::LRScheduler<oar::MultiStepDecay>> multi_cb;
-    Maybe<oar::LRScheduler<oar::CosineAnnealingDecay>> cos_cb;
-    Maybe<oar::LRScheduler<oar::ReduceOnPlateau>> plateau_cb;
-    const auto& ls = c.lr_schedule;
-    if (ls.kind == Sched::step) {
-        step_s.emplace(lr0, static_cast<std::int64_t>(ls.step_size), ls.gamma);
-        step_cb.c = std::make_unique<oar::LRScheduler<oar::StepDecay>>(*step_s);
-    } else if (ls.kind == Sched::multistep) {
-        multi_s.emplace(lr0, ls.milestones, ls.gamma);
-        multi_cb.c = std::make_unique<oar::LRScheduler<oar::MultiStepDecay>>(*multi_s);
-    } else if (ls.kind == Sched::cosine) {
-        cos_s.emplace(lr0, static_cast<std::int64_t>(ls.t_max ? ls.t_max : c.epochs));
-        cos_cb.c = std::make_unique<oar::LRScheduler<oar::CosineAnnealingDecay>>(*cos_s);
-    } else if (ls.kind == Sched::plateau) {
-        plateau_s.emplace(lr0, oar::ReduceOnPlateauOptions{.factor = ls.gamma,
-                                                            .patience = static_cast<std::int64_t>(ls.patience)});
-        plateau_cb.c = std::make_unique<oar::LRScheduler<oar::ReduceOnPlateau>>(*plateau_s);
-    }
+    lines::Schedules sched(c);
 
     const D* valid = writer ? &data.valid : nullptr;  // other ranks' models are the same and print nothing
     // The schedules step before the checkpoint saves their state; the checkpoint comes last.
-    model.fit(loader, valid, fit, guard, bar, course, epochs, step_cb, multi_cb, cos_cb, plateau_cb, csv, tb, curves,
+    model.fit(loader, valid, fit, guard, bar, course, epochs, sched.step, sched.multi, sched.cosine, sched.plateau, csv, tb, curves,
               stop_hook, ckpt);
     flush_output();
 
@@ -372,7 +259,7 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
     say("test: loss %.4f accuracy %.4f (%zu images)\n", t.loss, t.metrics[0].second, data.test.size());
     say("result: dataset=%s model=%s epochs=%zu test_accuracy=%.4f train_images_per_sec=%.0f seconds=%.1f\n",
         dataset.c_str(), c.model.c_str(), c.epochs, t.metrics[0].second,
-        static_cast<double>(w) * static_cast<double>(epochs.trained) / epochs.train_seconds, seconds_since(start));
+        epochs.images_per_sec(), seconds_since(start));
     flush_output();
     return 0;
 }

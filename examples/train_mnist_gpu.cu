@@ -4,113 +4,39 @@
 // epoch lines, CSV / TensorBoard / SVG curves in --log-dir, the LR schedule, a clean stop on
 // SIGINT/SIGTERM, the non-finite guard) and the same output lines, the result line last.
 // nvcc-compiled (train_mnist.cpp is g++: simdjson); interface oar/cuda/main_job.hpp.
-// The CPU run's helpers (CourseLog, EpochLine, Maybe) are repeated here: they are the lines the
-// program prints, not library code, and train_mnist.cpp cannot be compiled by nvcc.
+// The lines and the callbacks that print them come from job_lines.hpp, shared with the CPU run
+// (train_mnist.cpp itself cannot be compiled by nvcc: simdjson).
 #include <oar/cuda/main_job.hpp>  // the interface implemented here
 
 #include <oar/cuda/network.cuh>            // Network<..., cuda>, SGD/Momentum/Adagrad/Adam<cuda>, CrossEntropyLoss<cuda>
 #include <oar/cuda/runtime.cuh>            // use_device, OAR_CUDA_CHECK
 #include <oar/data/dataloader.hpp>         // DataLoader
 #include <oar/nn/summary.hpp>              // summary
-#include <oar/optim/lr_scheduler.hpp>      // StepDecay, MultiStepDecay, CosineAnnealingDecay, ReduceOnPlateau
 #include <oar/train/diagnostics.hpp>       // TerminateOnNonFinite
 #include <oar/train/loggers.hpp>           // CSVLogger, TensorBoardLogger, CurvesLogger
-#include <oar/train/lr_scheduler.hpp>      // LRScheduler callback
 #include <oar/train/model.hpp>             // Model, Logs
 #include <oar/train/progress.hpp>          // ProgBarLogger
 #include <oar/train/signals.hpp>           // StopOnSignal
 
-#include <cstdarg>      // va_list: say()
 #include <cstdint>      // std::int64_t
 #include <cstdio>       // std::printf, std::vfprintf
 #include <filesystem>   // std::filesystem::path
 #include <limits>       // std::numeric_limits: the largest CUDA device index
 #include <memory>       // std::unique_ptr: optional callbacks
-#include <optional>     // std::optional: the schedules
 #include <string>       // std::string
 #include <type_traits>  // std::is_same_v
 
 #include <unistd.h>  // isatty: a progress bar on a terminal, the course's lines elsewhere
 
-#include "models.hpp"  // course::CNN, course::MLP, course::Image
+#include "job_lines.hpp"  // say, CourseLog, EpochLine, Maybe, Schedules: the lines the CPU run prints too
+#include "models.hpp"     // course::CNN, course::MLP, course::Image
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
-
-std::FILE* log_file = nullptr;  // the job's --log-dir workerlog, if any
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
-#endif
-void say(const char* fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    std::vfprintf(stdout, fmt, args);
-    va_end(args);
-    if (log_file) {
-        va_start(args, fmt);
-        std::vfprintf(log_file, fmt, args);
-        va_end(args);
-    }
-}
-
-void flush_output() {
-    std::fflush(stdout);
-    if (log_file) std::fflush(log_file);
-}
-
-/// The course's log line every --log-every batches (when the output is not a terminal).
-struct CourseLog {
-    std::size_t every;
-    void on_train_batch_end(const oar::Logs& l) {
-        const std::size_t batch = l.step - 1;
-        if (every && batch % every == 0) {
-            say("epoch: %zu, batch: %zu, loss is: %.4f, acc is: %.4f\n", l.epoch, batch, l.loss,
-                l.metrics.empty() ? 0.0 : l.metrics[0].second);
-            flush_output();
-        }
-    }
-};
-
-/// One line per epoch, and the training steps' images and seconds for the result line.
-struct EpochLine {
-    std::size_t trained = 0;
-    double train_seconds = 0;
-    double step_seconds = 0;
-    clock_type::time_point t0 = clock_type::now();
-    void on_epoch_begin(const oar::Logs&) { t0 = clock_type::now(); }
-    void on_train_batch_end(const oar::Logs& l) {
-        trained += l.batch_size;
-        step_seconds = l.step_seconds;
-    }
-    void on_epoch_end(const oar::Logs& l) {
-        train_seconds += l.step_seconds;
-        const double acc = l.metrics.empty() ? 0.0 : l.metrics[0].second;
-        const double vacc = l.eval_metrics.empty() ? 0.0 : l.eval_metrics[0].second;
-        say("epoch %zu: train loss %.4f acc %.4f | valid loss %.4f acc %.4f | %.1f s, %.0f img/s, lr %g\n", l.epoch,
-            l.loss, acc, l.eval_loss, vacc, seconds_since(t0), static_cast<double>(l.samples) / l.step_seconds, l.lr);
-        flush_output();
-        step_seconds = 0;
-    }
-    void on_train_end(const oar::Logs&) {
-        train_seconds += step_seconds;  // an epoch cut short by a signal
-        step_seconds = 0;
-    }
-};
-
-/// A callback that may be absent: forwards every hook when set.
-template <class C>
-struct Maybe {
-    std::unique_ptr<C> c;
-    template <class M> void on_train_begin(M& m, const oar::Logs& l) { if (c) oar::detail::cb_train_begin(*c, m, l); }
-    template <class M> void on_epoch_begin(M& m, const oar::Logs& l) { if (c) oar::detail::cb_epoch_begin(*c, m, l); }
-    template <class M> void on_train_batch_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_batch_end(*c, m, l); }
-    template <class M> void on_epoch_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_epoch_end(*c, m, l); }
-    template <class M> void on_eval_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_eval_end(*c, m, l); }
-    template <class M> void on_train_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_train_end(*c, m, l); }
-};
+using lines::flush_output;
+using lines::Maybe;
+using lines::say;
+using lines::seconds_since;
 
 template <class Net, class D>
 int train(const oar::gpu::MnistJob& job, const D& train_set, const D& valid, const D& test, Net& net, auto& opt) {
@@ -128,8 +54,8 @@ int train(const oar::gpu::MnistJob& job, const D& train_set, const D& valid, con
     const bool tty = ::isatty(fileno(stdout)) != 0;
     Maybe<oar::ProgBarLogger> bar;
     if (tty) bar.c = std::make_unique<oar::ProgBarLogger>(oar::ProgBarOptions{.log_freq = fit.log_freq});
-    CourseLog course{tty ? 0 : c.log_every};
-    EpochLine epochs;
+    lines::CourseLog course{tty ? 0 : c.log_every};
+    lines::EpochLine epochs;
     oar::TerminateOnNonFinite guard({.layers = false});  // the loss and the weights (a host copy) after each step
     oar::StopOnSignal stop;
 
@@ -144,33 +70,9 @@ int train(const oar::gpu::MnistJob& job, const D& train_set, const D& valid, con
                                                        "train_mnist: " + c.model + " on " + job.dataset);
     }
 
-    using Sched = oar::ScheduleOption::Kind;
-    const double lr0 = static_cast<double>(c.lr);
-    std::optional<oar::StepDecay> step_s;
-    std::optional<oar::MultiStepDecay> multi_s;
-    std::optional<oar::CosineAnnealingDecay> cos_s;
-    std::optional<oar::ReduceOnPlateau> plateau_s;
-    Maybe<oar::LRScheduler<oar::StepDecay>> step_cb;
-    Maybe<oar::LRScheduler<oar::MultiStepDecay>> multi_cb;
-    Maybe<oar::LRScheduler<oar::CosineAnnealingDecay>> cos_cb;
-    Maybe<oar::LRScheduler<oar::ReduceOnPlateau>> plateau_cb;
-    const auto& ls = c.lr_schedule;
-    if (ls.kind == Sched::step) {
-        step_s.emplace(lr0, static_cast<std::int64_t>(ls.step_size), ls.gamma);
-        step_cb.c = std::make_unique<oar::LRScheduler<oar::StepDecay>>(*step_s);
-    } else if (ls.kind == Sched::multistep) {
-        multi_s.emplace(lr0, ls.milestones, ls.gamma);
-        multi_cb.c = std::make_unique<oar::LRScheduler<oar::MultiStepDecay>>(*multi_s);
-    } else if (ls.kind == Sched::cosine) {
-        cos_s.emplace(lr0, static_cast<std::int64_t>(ls.t_max ? ls.t_max : c.epochs));
-        cos_cb.c = std::make_unique<oar::LRScheduler<oar::CosineAnnealingDecay>>(*cos_s);
-    } else if (ls.kind == Sched::plateau) {
-        plateau_s.emplace(lr0, oar::ReduceOnPlateauOptions{.factor = ls.gamma,
-                                                            .patience = static_cast<std::int64_t>(ls.patience)});
-        plateau_cb.c = std::make_unique<oar::LRScheduler<oar::ReduceOnPlateau>>(*plateau_s);
-    }
+    lines::Schedules sched(c);
 
-    model.fit(loader, &valid, fit, guard, bar, course, epochs, step_cb, multi_cb, cos_cb, plateau_cb, csv, tb, curves,
+    model.fit(loader, &valid, fit, guard, bar, course, epochs, sched.step, sched.multi, sched.cosine, sched.plateau, csv, tb, curves,
               stop);
     flush_output();
 
@@ -187,7 +89,7 @@ int train(const oar::gpu::MnistJob& job, const D& train_set, const D& valid, con
     say("test: loss %.4f accuracy %.4f (%zu images)\n", t.loss, t.metrics[0].second, test.size());
     say("result: dataset=%s model=%s epochs=%zu test_accuracy=%.4f train_images_per_sec=%.0f seconds=%.1f\n",
         job.dataset.c_str(), c.model.c_str(), c.epochs, t.metrics[0].second,
-        static_cast<double>(epochs.trained) / epochs.train_seconds, seconds_since(job.start));
+        epochs.images_per_sec(), seconds_since(job.start));
     flush_output();
     return 0;
 }
@@ -228,7 +130,7 @@ int run(const oar::gpu::MnistJob& job, const D& train_set, const D& valid, const
         throw oar::usage_error("--checkpoint-dir / --resume with --device gpu: checkpoints of a network on the GPU are "
                                "not supported yet; use --device cpu to checkpoint");
     const std::string name = oar::gpu::use_gpu(c.device.index);
-    log_file = job.log;
+    lines::out.log = job.log;
     say("device: gpu:%zu (%s)\n", c.device.index, name.c_str());
     if (c.model == "mlp") return run_model<course::MLP>(job, train_set, valid, test);
     return run_model<course::CNN>(job, train_set, valid, test);

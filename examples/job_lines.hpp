@@ -1,0 +1,149 @@
+// The lines train_mnist prints and the callbacks that print them, shared by its CPU run
+// (train_mnist.cpp, g++) and its GPU run (train_mnist_gpu.cu, nvcc): where the output goes, the
+// course's line every --log-every batches, one line per epoch, a callback that may be absent, and
+// the --lr-schedule callbacks. Program code, not library code; nvcc-clean (no simdjson).
+#pragma once
+
+#include <oar/optim/lr_scheduler.hpp>  // StepDecay, MultiStepDecay, CosineAnnealingDecay, ReduceOnPlateau
+#include <oar/train/lr_scheduler.hpp>  // LRScheduler callback
+#include <oar/train/model.hpp>         // Logs, detail::cb_*
+#include <oar/train/options.hpp>       // TrainOptions, ScheduleOption
+
+#include <chrono>    // std::chrono::steady_clock
+#include <cstdarg>   // va_list: say()
+#include <cstddef>   // std::size_t
+#include <cstdint>   // std::int64_t
+#include <cstdio>    // std::FILE, std::vfprintf, std::fflush
+#include <memory>    // std::unique_ptr: optional callbacks
+#include <optional>  // std::optional: the schedules
+
+namespace lines {
+
+using clock_type = std::chrono::steady_clock;
+inline double seconds_since(clock_type::time_point t) {
+    return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+/// Where the program's lines go: stdout (on rank 0 only under MPI), and this rank's log file if
+/// there is one (--log-dir's workerlog.<rank>).
+struct Output {
+    bool to_stdout = true;
+    std::FILE* log = nullptr;
+};
+inline Output out;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline void say(const char* fmt, ...) {
+    va_list args;
+    if (out.to_stdout) {
+        va_start(args, fmt);
+        std::vfprintf(stdout, fmt, args);
+        va_end(args);
+    }
+    if (out.log) {
+        va_start(args, fmt);
+        std::vfprintf(out.log, fmt, args);
+        va_end(args);
+    }
+}
+
+inline void flush_output() {
+    std::fflush(stdout);
+    if (out.log) std::fflush(out.log);
+}
+
+/// The course's log line every --log-every batches (when the output is not a terminal).
+struct CourseLog {
+    std::size_t every;
+    void on_train_batch_end(const oar::Logs& l) {
+        const std::size_t batch = l.step - 1;
+        if (every && batch % every == 0) {
+            say("epoch: %zu, batch: %zu, loss is: %.4f, acc is: %.4f\n", l.epoch, batch, l.loss,
+                l.metrics.empty() ? 0.0 : l.metrics[0].second);
+            flush_output();  // a pipe or a log file sees each line as it comes
+        }
+    }
+};
+
+/// One line per epoch: train and valid loss and accuracy, time and training speed (all ranks'
+/// images: `ranks` processes each train this rank's share); sums this rank's training images and
+/// step seconds for the result line.
+struct EpochLine {
+    double ranks = 1;
+    std::size_t trained = 0;
+    double train_seconds = 0;
+    double step_seconds = 0;
+    clock_type::time_point t0 = clock_type::now();
+    void on_epoch_begin(const oar::Logs&) { t0 = clock_type::now(); }
+    void on_train_batch_end(const oar::Logs& l) {
+        trained += l.batch_size;
+        step_seconds = l.step_seconds;
+    }
+    void on_epoch_end(const oar::Logs& l) {
+        train_seconds += l.step_seconds;
+        const double acc = l.metrics.empty() ? 0.0 : l.metrics[0].second;
+        const double vacc = l.eval_metrics.empty() ? 0.0 : l.eval_metrics[0].second;
+        say("epoch %zu: train loss %.4f acc %.4f | valid loss %.4f acc %.4f | %.1f s, %.0f img/s, lr %g\n", l.epoch,
+            l.loss, acc, l.eval_loss, vacc, seconds_since(t0),
+            ranks * static_cast<double>(l.samples) / l.step_seconds, l.lr);
+        flush_output();
+        step_seconds = 0;
+    }
+    void on_train_end(const oar::Logs&) {
+        train_seconds += step_seconds;  // an epoch cut short by a signal
+        step_seconds = 0;
+    }
+    /// Training images per second over the run, all ranks.
+    double images_per_sec() const { return ranks * static_cast<double>(trained) / train_seconds; }
+};
+
+/// A callback that may be absent: forwards every hook when set.
+template <class C>
+struct Maybe {
+    std::unique_ptr<C> c;
+    template <class M> void on_train_begin(M& m, const oar::Logs& l) { if (c) oar::detail::cb_train_begin(*c, m, l); }
+    template <class M> void on_epoch_begin(M& m, const oar::Logs& l) { if (c) oar::detail::cb_epoch_begin(*c, m, l); }
+    template <class M> void on_train_batch_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_batch_end(*c, m, l); }
+    template <class M> void on_epoch_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_epoch_end(*c, m, l); }
+    template <class M> void on_eval_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_eval_end(*c, m, l); }
+    template <class M> void on_train_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_train_end(*c, m, l); }
+};
+
+/// --lr-schedule: the schedule and its LRScheduler callback (stepped per epoch), at most one set.
+/// Not copyable or movable: the callbacks point at the schedules.
+struct Schedules {
+    std::optional<oar::StepDecay> step_s;
+    std::optional<oar::MultiStepDecay> multi_s;
+    std::optional<oar::CosineAnnealingDecay> cos_s;
+    std::optional<oar::ReduceOnPlateau> plateau_s;
+    Maybe<oar::LRScheduler<oar::StepDecay>> step;
+    Maybe<oar::LRScheduler<oar::MultiStepDecay>> multi;
+    Maybe<oar::LRScheduler<oar::CosineAnnealingDecay>> cosine;
+    Maybe<oar::LRScheduler<oar::ReduceOnPlateau>> plateau;
+
+    explicit Schedules(const oar::TrainOptions& c) {
+        using Sched = oar::ScheduleOption::Kind;
+        const double lr0 = static_cast<double>(c.lr);
+        const auto& ls = c.lr_schedule;
+        if (ls.kind == Sched::step) {
+            step_s.emplace(lr0, static_cast<std::int64_t>(ls.step_size), ls.gamma);
+            step.c = std::make_unique<oar::LRScheduler<oar::StepDecay>>(*step_s);
+        } else if (ls.kind == Sched::multistep) {
+            multi_s.emplace(lr0, ls.milestones, ls.gamma);
+            multi.c = std::make_unique<oar::LRScheduler<oar::MultiStepDecay>>(*multi_s);
+        } else if (ls.kind == Sched::cosine) {
+            cos_s.emplace(lr0, static_cast<std::int64_t>(ls.t_max ? ls.t_max : c.epochs));
+            cosine.c = std::make_unique<oar::LRScheduler<oar::CosineAnnealingDecay>>(*cos_s);
+        } else if (ls.kind == Sched::plateau) {
+            plateau_s.emplace(lr0, oar::ReduceOnPlateauOptions{.factor = ls.gamma,
+                                                                .patience = static_cast<std::int64_t>(ls.patience)});
+            plateau.c = std::make_unique<oar::LRScheduler<oar::ReduceOnPlateau>>(*plateau_s);
+        }
+    }
+    Schedules(const Schedules&) = delete;
+    Schedules& operator=(const Schedules&) = delete;
+};
+
+}  // namespace lines
