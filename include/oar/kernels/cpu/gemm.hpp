@@ -4,6 +4,8 @@
 // full, row-contiguous strip, else packed into a zero-padded panel. The xsimd micro-kernel keeps
 // MR x NR of C in registers (NR = two SIMD vectors: 10 x 32 floats with AVX-512, 6 x 16 with
 // AVX2, the scalar batch elsewhere: xsimd picks the widest arch the compiler targets).
+// Narrow products (N <= MR, as a classifier's 10 outputs) skip the NR-wide tiles: with op(A) = A^T
+// the tiles compute C^T reading A's rows in place, with op(A) = A (K >= 32) dot products along K.
 // Large products are split over the default thread pool by blocks of C rows or columns; every
 // element of C is summed in the same order whatever the split, so results do not depend on the
 // thread count. Pack buffers are thread-local and only grow: no allocation once warm.
@@ -12,8 +14,6 @@
 #include <algorithm>  // std::fill, std::min
 #include <cmath>      // std::fma: the narrow paths' scalar epilogues
 #include <cstddef>    // std::size_t
-#include <cstdint>    // std::int32_t: gather indices
-#include <limits>     // std::numeric_limits
 #include <type_traits>  // std::integral_constant: compile-time row indices
 #include <utility>      // std::index_sequence
 
@@ -188,17 +188,6 @@ void pack_b(std::size_t kc, std::size_t cols, const T* b, std::size_t bk, std::s
             for (std::size_t j = 0; j < cols; ++j) row[j] = src[j];
             for (std::size_t j = cols; j < NR; ++j) row[j] = T(0);
         }
-    } else if (cols == NR && bj <= std::size_t(std::numeric_limits<std::int32_t>::max()) / NR) {
-        // A full strip of a transposed B: each panel row gathered from NR rows of B (about half
-        // the time of the scalar copy below).
-        using V = xsimd::batch<T>;
-        using I = xsimd::batch<xsimd::as_integer_t<T>>;
-        constexpr std::size_t W = V::size;
-        alignas(64) xsimd::as_integer_t<T> lanes[W];
-        for (std::size_t l = 0; l < W; ++l) lanes[l] = static_cast<xsimd::as_integer_t<T>>(l * bj);
-        const I idx = I::load_aligned(lanes);
-        for (std::size_t k = 0; k < kc; ++k)
-            for (std::size_t h = 0; h < NR; h += W) V::gather(b + h * bj + k * bk, idx).store_aligned(panel + k * NR + h);
     } else {
         if (cols < NR)
             for (std::size_t k = 0; k < kc; ++k)
