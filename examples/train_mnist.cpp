@@ -66,7 +66,9 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --lr-schedule S      none | step:SIZE[:GAMMA] | multistep:E1,E2,...[:GAMMA] |
                        cosine[:T_MAX] | plateau[:PATIENCE[:FACTOR]]  (per epoch; default none)
   --seed N             seed of initialisation, shuffling and dropout (default 0)
-  --init NAME          paddle | torch: whose default initialisation  (default paddle)
+  --init NAME          torch | paddle: whose default initialisation  (default torch:
+                       U(+-1/sqrt(fan_in)) weights and biases; paddle: Normal conv
+                       weights, XavierUniform Linear weights, zero biases)
   --workers N          DataLoader worker threads, 0 = load in the training thread (default 0)
   --device D           cpu | gpu | gpu:N                            (default cpu; gpu: a build
                        with CUDA, models cnn and mlp, no checkpoints)

@@ -34,7 +34,7 @@ TEST_CASE("no flags give the course's defaults: CNN, Adam 1e-3, L2Decay 1e-5, ba
     CHECK(o.batch_size == 100);
     CHECK(o.epochs == 5);
     CHECK(o.seed == 0);
-    CHECK(o.init == "paddle");
+    CHECK(o.init == "torch");  // the main job's default; Network's own default stays Paddle's
     CHECK(o.workers == 0);
     CHECK(o.device == oar::DeviceOption{});
     CHECK(o.lr_schedule.kind == oar::ScheduleOption::Kind::none);
@@ -43,7 +43,7 @@ TEST_CASE("no flags give the course's defaults: CNN, Adam 1e-3, L2Decay 1e-5, ba
 
 TEST_CASE("every flag is read, as --flag value and as --flag=value") {
     const auto o = parse({"--data", "/d", "--model=mlp", "--epochs", "7", "--batch-size=64", "--optimizer", "momentum",
-                          "--lr", "0.05", "--l2=0", "--workers", "2", "--seed", "42", "--init", "torch", "--device", "gpu:1",
+                          "--lr", "0.05", "--l2=0", "--workers", "2", "--seed", "42", "--init", "paddle", "--device", "gpu:1",
                           "--checkpoint-dir", "/ck", "--resume", "latest", "--log-dir", "/logs", "--log-every", "0",
                           "--lr-schedule", "multistep:2,4:0.5"});
     CHECK(o.data == "/d");
@@ -55,7 +55,7 @@ TEST_CASE("every flag is read, as --flag value and as --flag=value") {
     CHECK(o.l2 == 0.0f);
     CHECK(o.workers == 2);
     CHECK(o.seed == 42);
-    CHECK(o.init == "torch");
+    CHECK(o.init == "paddle");
     CHECK(o.device == oar::DeviceOption{oar::DeviceOption::Kind::gpu, 1});
     CHECK(o.checkpoint_dir == "/ck");
     CHECK(o.resume == "latest");

@@ -169,7 +169,10 @@ struct TrainOptions {
     float lr = 1e-3f;
     float l2 = 1e-5f;
     std::uint64_t seed = 0;
-    std::string init = "paddle";  ///< paddle | torch: whose default initialisation (nn/init.hpp)
+    /// paddle | torch: whose default initialisation (nn/init.hpp). train_mnist defaults to torch's
+    /// (the library's Network defaults to Paddle's): with it one epoch of the course's CNN clears
+    /// 97.5 % on every seed tried, with Paddle's it is the median (README, Results).
+    std::string init = "torch";
     std::size_t log_every = 200;
     std::size_t workers = 0;
     DeviceOption device{};
