@@ -193,7 +193,9 @@ constexpr GemmShape gemm_shapes[] = {
 };
 
 /// Registers oar's GEMM and, right after it at the same shape, OpenBLAS's (when the build has it):
-/// gemm_nn/M/N/K/beta, openblas_nn/M/N/K/beta.
+/// gemm_nn/M/N/K/beta, openblas_nn/M/N/K/beta. On a shared machine compare them with
+/// --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true, so that load swings hit
+/// both alike.
 const bool gemm_registered = [] {
     for (const GemmShape& s : gemm_shapes) {
         const std::string form = std::string(s.ta == Trans::no ? "n" : "t") + (s.tb == Trans::no ? "n" : "t");
