@@ -8,8 +8,7 @@
 #include <algorithm>   // std::min
 #include <chrono>      // std::chrono::steady_clock
 #include <csignal>     // SIGINT, SIGTERM
-#include <cstdint>     // std::int64_t, std::uint64_t
-#include <cstdio>      // std::printf, std::fprintf, std::vfprintf
+#include <cstdio>      // std::fprintf, std::fopen, std::fclose
 #include <cstdlib>     // std::getenv
 #include <filesystem>  // std::filesystem
 #include <memory>      // std::unique_ptr: optional callbacks

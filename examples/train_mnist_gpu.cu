@@ -18,13 +18,11 @@
 #include <oar/train/progress.hpp>          // ProgBarLogger
 #include <oar/train/signals.hpp>           // StopOnSignal
 
-#include <cstdint>      // std::int64_t
-#include <cstdio>       // std::printf, std::vfprintf
+#include <cstdio>       // fileno(stdout)
 #include <filesystem>   // std::filesystem::path
 #include <limits>       // std::numeric_limits: the largest CUDA device index
 #include <memory>       // std::unique_ptr: optional callbacks
 #include <string>       // std::string
-#include <type_traits>  // std::is_same_v
 
 #include <unistd.h>  // isatty: a progress bar on a terminal, the course's lines elsewhere
 
