@@ -243,6 +243,10 @@ TEST_CASE("batch conv2d forward and backward match direct loops, with and withou
         {{9, 7, 6, 3, 2, 1}, 4, 4},       // stride 2: col2im dx
         {{3, 9, 8, 4, 3, 2}, 2, 3},
         {{2, 9, 10, 7, 1, 3}, 6, 5},      // stride 1, K = 7 and 6 channels: partial weight-gradient tiles
+        {{3, 6, 7, 3, 1, 2}, 4, 3},       // pad = K - 1: the pitch is the output row, no extra columns
+        {{8, 5, 6, 3, 1, 2}, 3, 3},       // the same with flipped-weight dx (its padding 0)
+        {{2, 5, 6, 3, 1, 3}, 3, 4},       // pad > K - 1 (kernel level only): the output row sets the pitch
+        {{20, 14, 14, 5, 1, 2}, 20, 6},   // the course's second layer at full size (pitch 16, not 18)
     };
     for (const auto& c : cases)
         for (bool with_dx : {true, false}) {

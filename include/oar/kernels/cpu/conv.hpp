@@ -285,6 +285,17 @@ void conv_dw_tile(std::size_t ns, std::size_t jv, const T* dy, std::size_t dys, 
         for (std::size_t q = 0; q < RK; ++q) part[r * ldp + q] = xsimd::hadd(acc[r][q]);
 }
 
+/// The row pitch of the zero-padded copies the stride-1 kernels read: W + pad, not W + 2*pad. Each
+/// row holds pad zeros, then the W values; a window reaching past the right edge (columns W..W+pad-1
+/// of the padded row) wraps into the next row's leading pad zeros, which are the left padding of that
+/// row too, and the last row wraps into the bottom padding. Every output row then computes Wp - OW =
+/// K - 1 - pad extra columns instead of K - 1 (course CNN, second conv: 16 columns a row, not 18).
+/// A pad beyond K - 1 makes the output row (W + 2*pad - K + 1) the wider one: then that is the pitch,
+/// and its gap of 2*pad - K + 1 >= pad zeros still serves both edges.
+inline constexpr std::size_t conv_pitch(std::size_t width, std::size_t kernel, std::size_t pad) {
+    return pad + 1 > kernel ? width + 2 * pad - kernel + 1 : width + pad;
+}
+
 /// Tile shapes: up to 4 output channels by up to 5 kernel columns (20 accumulators and 9 loaded
 /// vectors fit AVX-512's 32 registers); entry (ro-1)*5 + (rk-1).
 inline constexpr std::size_t dw_tile_o = 4, dw_tile_k = 5;
@@ -306,7 +317,7 @@ void conv_dw_stride1(const ConvGeometry& g, std::size_t M, std::size_t s0, std::
                      T* part, T* dbs) {
     constexpr std::size_t W = xsimd::batch<T>::size;
     const std::size_t C = g.channels, H = g.height, Wd = g.width, K = g.kernel, pad = g.pad;
-    const std::size_t Wp = Wd + 2 * pad, plane = (H + 2 * pad) * Wp, OH = g.out_height(), OW = g.out_width();
+    const std::size_t Wp = conv_pitch(Wd, K, pad), plane = (H + 2 * pad) * Wp, OH = g.out_height(), OW = g.out_width();
     const std::size_t P = OH * OW, ckk = g.col_rows(), jv = (OH * Wp + W - 1) / W * W;
     // Reads reach (C-1)*plane + (K-1)*Wp + K-1 + jv - 1 < C*plane + K + W (as (K-1)*Wp + OH*Wp = plane).
     const std::size_t xs = (C * plane + K + W + W - 1) / W * W, dys = M * jv, ns = s1 - s0;
@@ -395,7 +406,7 @@ template <bool Relu = false, class T>
 void conv_stride1_sample(const ConvGeometry& g, std::size_t M, const T* x, const T* wp, const T* bias, T* out) {
     constexpr std::size_t NR = gemm_nr<T>, MR = gemm_mr<T>;
     const std::size_t C = g.channels, H = g.height, W = g.width, K = g.kernel, pad = g.pad;
-    const std::size_t Hp = H + 2 * pad, Wp = W + 2 * pad, OH = g.out_height(), OW = g.out_width();
+    const std::size_t Hp = H + 2 * pad, Wp = conv_pitch(W, K, pad), OH = g.out_height(), OW = g.out_width();
     const std::size_t J = OH * Wp, jn = (J + NR - 1) / NR * NR, ckk = g.col_rows(), plane = Hp * Wp;
     // Tiles read up to (C-1)*plane + (K-1)*Wp + K-1 + jn - 1 < C*plane + K + NR ((K-1)*Wp + J = plane).
     const std::size_t padded_size = C * plane + K + NR;
