@@ -272,13 +272,26 @@ void conv_dw_tile(std::size_t ns, std::size_t jv, const T* dy, std::size_t dys, 
     for (std::size_t s = 0; s < ns; ++s) {
         const T* d = dy + s * dys;  // (RO, jv)
         const T* xr = x + s * xs;   // RK overlapping runs of jv, one value apart
-        for (std::size_t j = 0; j < jv; j += W) {
-            V xv[RK];
-            for (std::size_t q = 0; q < RK; ++q) xv[q] = V::load_unaligned(xr + q + j);
+        if (jv == 0) continue;
+        // Software-pipelined over j: the next step's x vectors are loaded while this step's are used,
+        // so they reach the FMAs as registers. Loaded right before use, g++ folds each x load into
+        // every FMA that reads it (RO*RK + RO loads per RO*RK FMAs: load-bound, and RK-1 of the RK
+        // runs are misaligned); 20 accumulators + 2 x 5 x vectors + dy fit AVX-512's 32 registers.
+        V xv[RK];
+        for (std::size_t q = 0; q < RK; ++q) xv[q] = V::load_unaligned(xr + q);
+        for (std::size_t j = 0;;) {
+            const std::size_t jn = j + W;
+            const bool more = jn < jv;
+            V xn[RK];
+            if (more)
+                for (std::size_t q = 0; q < RK; ++q) xn[q] = V::load_unaligned(xr + q + jn);
             for (std::size_t r = 0; r < RO; ++r) {
                 const V dv = V::load_unaligned(d + r * ldd + j);
                 for (std::size_t q = 0; q < RK; ++q) acc[r][q] = xsimd::fma(dv, xv[q], acc[r][q]);
             }
+            if (!more) break;
+            for (std::size_t q = 0; q < RK; ++q) xv[q] = xn[q];
+            j = jn;
         }
     }
     for (std::size_t r = 0; r < RO; ++r)
