@@ -9,6 +9,7 @@
 #include <oar/train/model.hpp>         // Logs, detail::cb_*
 #include <oar/train/options.hpp>       // TrainOptions, ScheduleOption
 
+#include <algorithm>  // std::max
 #include <chrono>    // std::chrono::steady_clock
 #include <cstdarg>   // va_list: say()
 #include <cstddef>   // std::size_t
@@ -16,6 +17,7 @@
 #include <cstdio>    // std::FILE, std::vfprintf, std::fflush
 #include <memory>    // std::unique_ptr: optional callbacks
 #include <optional>  // std::optional: the schedules
+#include <string>    // std::string: describe
 
 namespace lines {
 
@@ -111,8 +113,21 @@ struct Maybe {
     template <class M> void on_train_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_train_end(*c, m, l); }
 };
 
-/// --lr-schedule: the schedule and its LRScheduler callback (stepped per epoch), at most one set.
-/// Not copyable or movable: the callbacks point at the schedules.
+/// The schedule in words for the job's header line: "constant", "cosine per epoch", ...
+inline std::string describe(const oar::ScheduleOption& s) {
+    using K = oar::ScheduleOption::Kind;
+    const char* what = s.kind == K::step        ? "step decay"
+                       : s.kind == K::multistep ? "multi-step decay"
+                       : s.kind == K::cosine    ? "cosine"
+                       : s.kind == K::plateau   ? "reduce on plateau"
+                                                : nullptr;
+    if (!what) return "constant";
+    return std::string(what) + (s.per_batch ? " per batch" : " per epoch");
+}
+
+/// --lr-schedule: the schedule and its LRScheduler callback (stepped per epoch, or per batch with
+/// --lr-step-per batch: then sizes count batches and cosine's T_MAX defaults to epochs x
+/// batches_per_epoch), at most one set. Not copyable or movable: the callbacks point at the schedules.
 struct Schedules {
     std::optional<oar::StepDecay> step_s;
     std::optional<oar::MultiStepDecay> multi_s;
@@ -123,19 +138,21 @@ struct Schedules {
     Maybe<oar::LRScheduler<oar::CosineAnnealingDecay>> cosine;
     Maybe<oar::LRScheduler<oar::ReduceOnPlateau>> plateau;
 
-    explicit Schedules(const oar::TrainOptions& c) {
+    Schedules(const oar::TrainOptions& c, std::size_t batches_per_epoch) {
         using Sched = oar::ScheduleOption::Kind;
         const double lr0 = static_cast<double>(c.lr);
         const auto& ls = c.lr_schedule;
+        const auto mode = ls.per_batch ? oar::LRStepMode::per_step : oar::LRStepMode::per_epoch;
+        const std::size_t run_steps = ls.per_batch ? c.epochs * std::max<std::size_t>(batches_per_epoch, 1) : c.epochs;
         if (ls.kind == Sched::step) {
             step_s.emplace(lr0, static_cast<std::int64_t>(ls.step_size), ls.gamma);
-            step.c = std::make_unique<oar::LRScheduler<oar::StepDecay>>(*step_s);
+            step.c = std::make_unique<oar::LRScheduler<oar::StepDecay>>(*step_s, mode);
         } else if (ls.kind == Sched::multistep) {
             multi_s.emplace(lr0, ls.milestones, ls.gamma);
-            multi.c = std::make_unique<oar::LRScheduler<oar::MultiStepDecay>>(*multi_s);
+            multi.c = std::make_unique<oar::LRScheduler<oar::MultiStepDecay>>(*multi_s, mode);
         } else if (ls.kind == Sched::cosine) {
-            cos_s.emplace(lr0, static_cast<std::int64_t>(ls.t_max ? ls.t_max : c.epochs));
-            cosine.c = std::make_unique<oar::LRScheduler<oar::CosineAnnealingDecay>>(*cos_s);
+            cos_s.emplace(lr0, static_cast<std::int64_t>(ls.t_max ? ls.t_max : run_steps));
+            cosine.c = std::make_unique<oar::LRScheduler<oar::CosineAnnealingDecay>>(*cos_s, mode);
         } else if (ls.kind == Sched::plateau) {
             plateau_s.emplace(lr0, oar::ReduceOnPlateauOptions{.factor = ls.gamma,
                                                                 .patience = static_cast<std::int64_t>(ls.patience)});

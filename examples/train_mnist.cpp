@@ -63,7 +63,11 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --lr X               learning rate                                (default 0.001)
   --l2 X               L2Decay coefficient                          (default 1e-5)
   --lr-schedule S      none | step:SIZE[:GAMMA] | multistep:E1,E2,...[:GAMMA] |
-                       cosine[:T_MAX] | plateau[:PATIENCE[:FACTOR]]  (per epoch; default none)
+                       cosine[:T_MAX] | plateau[:PATIENCE[:FACTOR]]  (default cosine:
+                       annealed to 0 over --epochs; none: the course's constant rate)
+  --lr-step-per W      epoch | batch: when the schedule steps (default epoch); with batch,
+                       SIZE, E1,... and T_MAX count batches, T_MAX's default being every
+                       batch of the run (Paddle's LRScheduler(by_step=True))
   --seed N             seed of initialisation, shuffling and dropout (default 0)
   --init NAME          torch | paddle: whose default initialisation  (default torch:
                        U(+-1/sqrt(fan_in)) weights and biases; paddle: Normal conv
@@ -237,7 +241,7 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
         ckpt.c = std::make_unique<oar::ModelCheckpoint>(oar::ModelCheckpointOptions{
             .dir = c.checkpoint_dir, .save_freq = 1, .monitor = "eval_acc", .is_writer = writer});
 
-    lines::Schedules sched(c);
+    lines::Schedules sched(c, loader.num_batches());
 
     const D* valid = writer ? &data.valid : nullptr;  // other ranks' models are the same and print nothing
     // The schedules step before the checkpoint saves their state; the checkpoint comes last.
@@ -294,9 +298,10 @@ int run(const Config& c, const std::string& path, const std::string& dataset, co
         oar::dist::ParallelContext& par, clock_type::time_point start) {
     say("dataset: %s (%s): train %zu, valid %zu, test %zu images\n", dataset.c_str(), path.c_str(),
         data.train.size(), data.valid.size(), data.test.size());
-    say("model: %s, optimizer: %s, lr %g, L2Decay %g, batch %zu, epochs %zu, seed %llu, init %s, workers %zu\n",
-        c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), static_cast<double>(c.l2), c.batch_size,
-        c.epochs, static_cast<unsigned long long>(c.seed), c.init.c_str(), c.workers);
+    say("model: %s, optimizer: %s, lr %g (%s), L2Decay %g, batch %zu, epochs %zu, seed %llu, init %s, workers %zu\n",
+        c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), lines::describe(c.lr_schedule).c_str(),
+        static_cast<double>(c.l2), c.batch_size, c.epochs, static_cast<unsigned long long>(c.seed), c.init.c_str(),
+        c.workers);
     if (par.distributed())
         say("data parallel: %d ranks, %zu images per rank per step (rank %d of %d writes)\n", par.world_size(),
             c.batch_size / static_cast<std::size_t>(par.world_size()), par.rank(), par.world_size());

@@ -68,7 +68,7 @@ int train(const oar::gpu::MnistJob& job, const D& train_set, const D& valid, con
                                                        "train_mnist: " + c.model + " on " + job.dataset);
     }
 
-    lines::Schedules sched(c);
+    lines::Schedules sched(c, loader.num_batches());
 
     model.fit(loader, &valid, fit, guard, bar, course, epochs, sched.step, sched.multi, sched.cosine, sched.plateau, csv, tb, curves,
               stop);

@@ -381,4 +381,13 @@ TEST_CASE("--device gpu:N without that GPU (or without CUDA) is refused with a m
     CHECK(sched.output.find(", lr 0.001\n") != std::string::npos);
     CHECK(sched.output.find(", lr 0.0005\n") != std::string::npos);
     CHECK(sched.output.find(", lr 0.00025\n") != std::string::npos);
+    // Per batch: the same step:1:0.5 halves the rate after every batch (3 batches of 20 an epoch
+    // here: the line says how many training images there are), so epoch 0 ends at 0.001 / 2^3.
+    const Run per_batch = run("--data " + tmp.path.string() +
+                              " --model mlp --epochs 2 --batch-size 20 --lr-schedule step:1:0.5 --lr-step-per batch");
+    INFO(per_batch.output);
+    CHECK(per_batch.status == 0);
+    CHECK(per_batch.output.find("train 60, valid 20, test 20 images") != std::string::npos);
+    CHECK(per_batch.output.find(", lr 0.000125\n") != std::string::npos);
+    CHECK(per_batch.output.find(", lr 1.5625e-05\n") != std::string::npos);
 }

@@ -25,7 +25,7 @@ std::string error_of(const std::vector<std::string>& args) {
 
 }  // namespace
 
-TEST_CASE("no flags give the course's defaults: CNN, Adam 1e-3, L2Decay 1e-5, batch 100, 5 epochs, CPU") {
+TEST_CASE("no flags give the defaults: CNN, Adam 1e-3 annealed by cosine, L2Decay 1e-5, batch 100, 5 epochs, CPU") {
     const auto o = parse({});
     CHECK(o.model == "cnn");
     CHECK(o.optimizer == "adam");
@@ -37,7 +37,11 @@ TEST_CASE("no flags give the course's defaults: CNN, Adam 1e-3, L2Decay 1e-5, ba
     CHECK(o.init == "torch");  // the main job's default; Network's own default stays Paddle's
     CHECK(o.workers == 0);
     CHECK(o.device == oar::DeviceOption{});
-    CHECK(o.lr_schedule.kind == oar::ScheduleOption::Kind::none);
+    // The main job's default schedule: cosine annealing over the epochs, stepped per epoch.
+    CHECK(o.lr_schedule.kind == oar::ScheduleOption::Kind::cosine);
+    CHECK(o.lr_schedule.t_max == 0);  // --epochs
+    CHECK_FALSE(o.lr_schedule.per_batch);
+    CHECK(parse({"--lr-schedule", "none"}).lr_schedule.kind == oar::ScheduleOption::Kind::none);
     CHECK(o.resume.empty());
 }
 
@@ -81,6 +85,16 @@ TEST_CASE("the LR schedules' forms") {
     CHECK(oar::parse_schedule("plateau").patience == 10);
 }
 
+TEST_CASE("--lr-step-per batch makes the schedule step per batch, before or after --lr-schedule") {
+    using K = oar::ScheduleOption::Kind;
+    const auto after = parse({"--lr-schedule", "cosine:7", "--lr-step-per", "batch"});
+    CHECK((after.lr_schedule.kind == K::cosine && after.lr_schedule.t_max == 7 && after.lr_schedule.per_batch));
+    const auto before = parse({"--lr-step-per=batch", "--lr-schedule=step:3:0.5"});
+    CHECK((before.lr_schedule.kind == K::step && before.lr_schedule.step_size == 3 && before.lr_schedule.per_batch));
+    CHECK_FALSE(parse({"--lr-schedule", "cosine", "--lr-step-per", "epoch"}).lr_schedule.per_batch);
+    CHECK_FALSE(parse({"--lr-step-per", "batch", "--lr-step-per", "epoch", "--lr-schedule", "cosine"}).lr_schedule.per_batch);
+}
+
 TEST_CASE("bad flags and values are usage errors that name the flag and the value") {
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
         {{"--model", "resnet"}, "--model must be linear, sigmoid-mlp, mlp or cnn, got 'resnet'"},
@@ -106,6 +120,8 @@ TEST_CASE("bad flags and values are usage errors that name the flag and the valu
         {{"--lr-schedule", "step:2:1.5"}, "the factor must be in (0, 1)"},
         {{"--lr-schedule", "multistep:4,2"}, "milestones must increase"},
         {{"--lr-schedule", "multistep:2,,4"}, "--lr-schedule milestone needs an integer >= 1, got ''"},
+        {{"--lr-step-per", "step"}, "--lr-step-per must be epoch or batch, got 'step'"},
+        {{"--lr-schedule", "plateau", "--lr-step-per", "batch"}, "--lr-step-per batch: plateau steps on the validation loss"},
         {{"--resume", "latest"}, "--resume latest needs --checkpoint-dir"},
         {{"--frobnicate", "1"}, "unknown flag '--frobnicate' (see --help)"},
         {{"--data"}, "--data needs a value (see --help)"},
