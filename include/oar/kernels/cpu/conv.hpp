@@ -309,6 +309,20 @@ inline constexpr std::size_t conv_pitch(std::size_t width, std::size_t kernel, s
     return pad + 1 > kernel ? width + 2 * pad - kernel + 1 : width + pad;
 }
 
+/// x (C, H, W) copied zero-padded onto the row pitch Wp (conv_pitch): channel c's plane of
+/// (H + 2*pad) * Wp values at c * plane, image row iy at row iy + pad, column pad. dst[0, size) is
+/// zeroed first (size >= C * plane; the slack past the last plane stays zero).
+template <class T>
+void copy_padded(const ConvGeometry& g, std::size_t Wp, const T* x, T* dst, std::size_t size) {
+    const std::size_t C = g.channels, H = g.height, W = g.width, pad = g.pad, plane = (H + 2 * pad) * Wp;
+    std::fill(dst, dst + size, T(0));
+    for (std::size_t c = 0; c < C; ++c)
+        for (std::size_t iy = 0; iy < H; ++iy) {
+            const T* src = x + (c * H + iy) * W;
+            std::copy(src, src + W, dst + c * plane + (iy + pad) * Wp + pad);
+        }
+}
+
 /// Tile shapes: up to 4 output channels by up to 5 kernel columns (20 accumulators and 9 loaded
 /// vectors fit AVX-512's 32 registers); entry (ro-1)*5 + (rk-1).
 inline constexpr std::size_t dw_tile_o = 4, dw_tile_k = 5;
@@ -337,14 +351,7 @@ void conv_dw_stride1(const ConvGeometry& g, std::size_t M, std::size_t s0, std::
     T* xp = scratch<T, slot_dw_x>(ns * xs);    // (ns, C, Hp, Wp) + slack
     T* dyw = scratch<T, slot_dw_dy>(ns * dys);  // (ns, M, jv)
     for (std::size_t s = 0; s < ns; ++s) {
-        T* xps = xp + s * xs;
-        std::fill(xps, xps + xs, T(0));
-        const T* xs_in = x + (s0 + s) * C * H * Wd;
-        for (std::size_t c = 0; c < C; ++c)
-            for (std::size_t iy = 0; iy < H; ++iy) {
-                const T* src = xs_in + (c * H + iy) * Wd;
-                std::copy(src, src + Wd, xps + c * plane + (iy + pad) * Wp + pad);
-            }
+        copy_padded(g, Wp, x + (s0 + s) * C * H * Wd, xp + s * xs, xs);
         for (std::size_t o = 0; o < M; ++o) {
             const T* src = dy + ((s0 + s) * M + o) * P;  // (OH, OW)
             T* dst = dyw + s * dys + o * jv;
@@ -424,12 +431,7 @@ void conv_stride1_sample(const ConvGeometry& g, std::size_t M, const T* x, const
     // Tiles read up to (C-1)*plane + (K-1)*Wp + K-1 + jn - 1 < C*plane + K + NR ((K-1)*Wp + J = plane).
     const std::size_t padded_size = C * plane + K + NR;
     T* padded = scratch<T, slot_padded>(padded_size);
-    std::fill(padded, padded + padded_size, T(0));
-    for (std::size_t c = 0; c < C; ++c)
-        for (std::size_t iy = 0; iy < H; ++iy) {
-            const T* src = x + (c * H + iy) * W;
-            std::copy(src, src + W, padded + c * plane + (iy + pad) * Wp + pad);
-        }
+    copy_padded(g, Wp, x, padded, padded_size);
     std::size_t* off = scratch<std::size_t, slot_padded>(ckk);  // off[(c*K + ky)*K + kx]
     for (std::size_t c = 0; c < C; ++c)
         for (std::size_t ky = 0; ky < K; ++ky)
