@@ -114,15 +114,16 @@ struct Maybe {
 };
 
 /// The schedule in words for the job's header line: "constant", "cosine per epoch", ...
-inline std::string describe(const oar::ScheduleOption& s) {
+inline std::string describe_schedule(const oar::TrainOptions& c) {
     using K = oar::ScheduleOption::Kind;
+    const auto& s = c.lr_schedule;
     const char* what = s.kind == K::step        ? "step decay"
                        : s.kind == K::multistep ? "multi-step decay"
                        : s.kind == K::cosine    ? "cosine"
                        : s.kind == K::plateau   ? "reduce on plateau"
                                                 : nullptr;
     if (!what) return "constant";
-    return std::string(what) + (s.per_batch ? " per batch" : " per epoch");
+    return std::string(what) + (c.lr_step_per_batch ? " per batch" : " per epoch");
 }
 
 /// --lr-schedule: the schedule and its LRScheduler callback (stepped per epoch, or per batch with
@@ -142,8 +143,8 @@ struct Schedules {
         using Sched = oar::ScheduleOption::Kind;
         const double lr0 = static_cast<double>(c.lr);
         const auto& ls = c.lr_schedule;
-        const auto mode = ls.per_batch ? oar::LRStepMode::per_step : oar::LRStepMode::per_epoch;
-        const std::size_t run_steps = ls.per_batch ? c.epochs * std::max<std::size_t>(batches_per_epoch, 1) : c.epochs;
+        const auto mode = c.lr_step_per_batch ? oar::LRStepMode::per_step : oar::LRStepMode::per_epoch;
+        const std::size_t run_steps = c.lr_step_per_batch ? c.epochs * std::max<std::size_t>(batches_per_epoch, 1) : c.epochs;
         if (ls.kind == Sched::step) {
             step_s.emplace(lr0, static_cast<std::int64_t>(ls.step_size), ls.gamma);
             step.c = std::make_unique<oar::LRScheduler<oar::StepDecay>>(*step_s, mode);

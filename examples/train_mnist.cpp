@@ -299,7 +299,7 @@ int run(const Config& c, const std::string& path, const std::string& dataset, co
     say("dataset: %s (%s): train %zu, valid %zu, test %zu images\n", dataset.c_str(), path.c_str(),
         data.train.size(), data.valid.size(), data.test.size());
     say("model: %s, optimizer: %s, lr %g (%s), L2Decay %g, batch %zu, epochs %zu, seed %llu, init %s, workers %zu\n",
-        c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), lines::describe(c.lr_schedule).c_str(),
+        c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), lines::describe_schedule(c).c_str(),
         static_cast<double>(c.l2), c.batch_size, c.epochs, static_cast<unsigned long long>(c.seed), c.init.c_str(),
         c.workers);
     if (par.distributed())

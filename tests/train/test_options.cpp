@@ -40,7 +40,7 @@ TEST_CASE("no flags give the defaults: CNN, Adam 1e-3 annealed by cosine, L2Deca
     // The main job's default schedule: cosine annealing over the epochs, stepped per epoch.
     CHECK(o.lr_schedule.kind == oar::ScheduleOption::Kind::cosine);
     CHECK(o.lr_schedule.t_max == 0);  // --epochs
-    CHECK_FALSE(o.lr_schedule.per_batch);
+    CHECK_FALSE(o.lr_step_per_batch);
     CHECK(parse({"--lr-schedule", "none"}).lr_schedule.kind == oar::ScheduleOption::Kind::none);
     CHECK(o.resume.empty());
 }
@@ -88,11 +88,11 @@ TEST_CASE("the LR schedules' forms") {
 TEST_CASE("--lr-step-per batch makes the schedule step per batch, before or after --lr-schedule") {
     using K = oar::ScheduleOption::Kind;
     const auto after = parse({"--lr-schedule", "cosine:7", "--lr-step-per", "batch"});
-    CHECK((after.lr_schedule.kind == K::cosine && after.lr_schedule.t_max == 7 && after.lr_schedule.per_batch));
+    CHECK((after.lr_schedule.kind == K::cosine && after.lr_schedule.t_max == 7 && after.lr_step_per_batch));
     const auto before = parse({"--lr-step-per=batch", "--lr-schedule=step:3:0.5"});
-    CHECK((before.lr_schedule.kind == K::step && before.lr_schedule.step_size == 3 && before.lr_schedule.per_batch));
-    CHECK_FALSE(parse({"--lr-schedule", "cosine", "--lr-step-per", "epoch"}).lr_schedule.per_batch);
-    CHECK_FALSE(parse({"--lr-step-per", "batch", "--lr-step-per", "epoch", "--lr-schedule", "cosine"}).lr_schedule.per_batch);
+    CHECK((before.lr_schedule.kind == K::step && before.lr_schedule.step_size == 3 && before.lr_step_per_batch));
+    CHECK_FALSE(parse({"--lr-schedule", "cosine", "--lr-step-per", "epoch"}).lr_step_per_batch);
+    CHECK_FALSE(parse({"--lr-step-per", "batch", "--lr-step-per", "epoch", "--lr-schedule", "cosine"}).lr_step_per_batch);
 }
 
 TEST_CASE("bad flags and values are usage errors that name the flag and the value") {
