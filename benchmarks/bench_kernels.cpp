@@ -214,9 +214,14 @@ const bool gemm_registered = [] {
     return true;
 }();
 
-/// One layer bound alone, batch 100: forward, or forward + backward (with input gradient).
-template <class L, class In, bool Backward>
+/// One layer bound alone, batch 100: forward, or forward + backward (with input gradient). With
+/// Winograd false, the convolutions that would take the Winograd kernel run the direct one (the
+/// *_direct rows): GFLOP/s counts the direct convolution's FLOPs either way, so Winograd's is an
+/// effective rate and may pass the peak.
+template <class L, class In, bool Backward, bool Winograd = true>
 void layer_bench(benchmark::State& state) {
+    const bool was = conv_winograd();
+    set_conv_winograd(Winograd);
     using Single = Network<Sequential<L>, In>;  // backward with dx, so the input gradient is timed too
     Single net(1);
     Tensor x(100, In::dims);
@@ -235,12 +240,15 @@ void layer_bench(benchmark::State& state) {
     const double bytes = 4.0 * 100.0 * double(In::dims.size() + Single::info::dims[1].size()) * (Backward ? 2.5 : 1.0);
     state.counters["GB/s"] = benchmark::Counter(bytes * double(state.iterations()), benchmark::Counter::kIsRate,
                                                 benchmark::Counter::kIs1000);
+    set_conv_winograd(was);
 }
 
 BENCHMARK(layer_bench<Conv2D<1, 20, 5, 1, 2>, Shape<1, 28, 28>, false>)->Name("conv1_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<Conv2D<1, 20, 5, 1, 2>, Shape<1, 28, 28>, true>)->Name("conv1_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, false>)->Name("conv2_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, true>)->Name("conv2_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, false, false>)->Name("conv2_forward_direct")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, true, false>)->Name("conv2_fwd_bwd_direct")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, false>)->Name("pool1_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, true>)->Name("pool1_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 14, 14>, false>)->Name("pool2_forward")->Unit(benchmark::kMillisecond)->UseRealTime();

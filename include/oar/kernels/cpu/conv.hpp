@@ -27,6 +27,7 @@
 #include "../dispatch.hpp"             // kernel, op::*
 #include "elementwise.hpp"             // cpu_detail::relu_mask
 #include "gemm.hpp"                    // op::gemm on cpu, cpu_detail::scratch
+#include "winograd.hpp"                // winograd_conv_batch: float 5x5 stride 1, >= 8 channels
 
 namespace oar {
 
@@ -466,6 +467,10 @@ template <bool Relu, class T>
 void conv2d_forward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
                           T* y) {
     const std::size_t P = g.col_cols(), ckk = g.col_rows(), in_size = g.channels * g.height * g.width;
+    if (winograd_applies<T>(g.channels, out_c, g.kernel, g.stride)) {
+        winograd_conv_batch<Relu>(g.channels, g.height, g.width, g.pad, out_c, n, x, w, b, y);
+        return;
+    }
     T* wp = nullptr;  // stride 1: w packed once, read by every sample's tiles
     if (g.stride == 1) {
         wp = scratch<T, slot_wpack>(packed_weights_size<T>(out_c, ckk));
@@ -519,10 +524,12 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
     T* partials = scratch<T, slot_partials>(groups * wsize);  // (groups, out_c, CKK)
     // With stride 1, dx = conv(dy, flipped w) with padding K-1-pad: wf (C, out_c*K*K).
     // (Only from 8 input channels: the flipped product has C rows, too few below that.)
+    // For 5x5 kernels in float, the whole batch's dx after the groups, by Winograd (wino_dx).
     const bool flipped = dx && g.stride == 1 && C >= 8;
     const ConvGeometry gd{out_c, g.out_height(), g.out_width(), K, 1, K - 1 - g.pad};
+    const bool wino_dx = flipped && g.pad <= K - 1 && winograd_applies<T>(out_c, C, K, 1);
     T* wf = flipped ? scratch<T, slot_flipped>(C * out_c * K * K) : nullptr;
-    T* wfp = flipped ? scratch<T, slot_wpack>(packed_weights_size<T>(C, out_c * K * K)) : nullptr;
+    T* wfp = flipped && !wino_dx ? scratch<T, slot_wpack>(packed_weights_size<T>(C, out_c * K * K)) : nullptr;
     if (flipped) {
         for (std::size_t o = 0; o < out_c; ++o)
             for (std::size_t c = 0; c < C; ++c)
@@ -530,7 +537,7 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
                     for (std::size_t kx = 0; kx < K; ++kx)
                         wf[((c * out_c + o) * K + ky) * K + kx] =
                             w[((o * C + c) * K + (K - 1 - ky)) * K + (K - 1 - kx)];
-        pack_conv_weights(C, out_c * K * K, static_cast<const T*>(wf), wfp);
+        if (!wino_dx) pack_conv_weights(C, out_c * K * K, static_cast<const T*>(wf), wfp);
     }
     // Stride 1: the weight gradient by dot products on pitched copies (conv_dw_stride1), the bias
     // gradient per sample alongside; other strides: im2row + GEMM per sample, bias_grad after.
@@ -549,7 +556,7 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
                 kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, out_c, ckk, P, T(1), dys, P, row, ckk,
                                                    s == s0 ? T(0) : T(1), part, ckk);  // (out_c,P) x (P,CKK)
             }
-            if (!dx) continue;
+            if (!dx || wino_dx) continue;
             T* dxs = dx + s * in_size;  // (C, H*W)
             if (flipped) {
                 conv_stride1_sample(gd, C, dys, static_cast<const T*>(wfp), static_cast<const T*>(nullptr), dxs);
@@ -562,6 +569,9 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
             }
         }
     });
+    if (wino_dx)  // every group's dy is masked by now
+        winograd_conv_batch<false>(out_c, g.out_height(), g.out_width(), K - 1 - g.pad, C, n, dy,
+                                   static_cast<const T*>(wf), static_cast<const T*>(nullptr), dx);
     for (std::size_t grp = 0; grp < groups; ++grp) {  // in group order: independent of threads
         const T* part = partials + grp * wsize;
         for (std::size_t i = 0; i < wsize; ++i) dw[i] += part[i];

@@ -1,0 +1,346 @@
+// Winograd F(2x2, 5x5): a stride-1, 5x5 convolution over many channels with 36 multiplications
+// per output pair of rows and columns (a 6x6 input tile gives a 2x2 output tile) instead of 100:
+// about 2.8 times fewer multiply-adds than the direct kernel, for the transforms' cost. Used by
+// conv.hpp (winograd_applies) for float convolutions of at least 8 input and 8 output channels:
+// the course's second convolution, forward and input gradient (the same kernel on dy with the
+// flipped weights). Interpolation points 0, 1, -1, 2, -2 and infinity (Lavin and Gray, "Fast
+// Algorithms for Convolutional Neural Networks", 2016): the input transform B^T is the one of
+// F(4x4, 3x3), the output transform A^T has entries 0, +-1, +-2 only.
+//   Y = A^T [ (G w G^T) (.) (B^T d B) ] A      for each (output channel, 2x2 tile), summed over c.
+// Images are the SIMD lanes: each group of L = batch<float>::size images is interleaved
+// (C, Hq, Wq, L) with its zero padding, so every transform is plain vector arithmetic; the sum
+// over channels is, for each of the 36 points, a small GEMM (M x C) x (C x tiles*L) on
+// micro-tiles. Work is split by (group, tile row) on the default pool; every output is computed
+// by one task in a fixed order, so the bits do not depend on the thread count.
+// Rounding: the weight transform is done in double and rounded once; the input and output
+// transforms add at most a few ulps of the largest input times 25 (|B^T| <= 5 per pass).
+// tests/kernels/cpu/test_winograd.cpp holds it to the direct convolution in double.
+#pragma once
+
+#include <algorithm>    // std::min, std::fill
+#include <array>        // std::array: the micro-tiles by shape
+#include <atomic>       // std::atomic<bool>: the switch
+#include <cstddef>      // std::size_t
+#include <cstdlib>      // std::getenv: OAR_WINOGRAD
+#include <type_traits>  // std::is_same_v
+#include <utility>      // std::index_sequence
+
+#if defined(__AVX512F__)
+#include <immintrin.h>  // _mm512_*: the 16 x 16 transposes of the lane (de)interleaving
+#endif
+
+#include "../../config.hpp"            // OAR_ALWAYS_INLINE
+#include "../../core/simd.hpp"         // xsimd::batch, fma, select
+#include "../../core/thread_pool.hpp"  // default_pool
+#include "gemm.hpp"                    // cpu_detail::scratch
+
+namespace oar {
+
+namespace cpu_detail {
+/// The switch behind set_conv_winograd: on unless the environment has OAR_WINOGRAD=0.
+inline std::atomic<bool>& winograd_switch() {
+    static std::atomic<bool> on{[] {
+        const char* e = std::getenv("OAR_WINOGRAD");
+        return !(e && e[0] == '0' && e[1] == '\0');
+    }()};
+    return on;
+}
+}  // namespace cpu_detail
+
+/// Whether float stride-1 5x5 convolutions of >= 8 input and output channels use the Winograd
+/// kernel (the default) or the direct implicit GEMM: for comparisons and benchmarks. Starts off
+/// when the environment has OAR_WINOGRAD=0. Set it between passes, not during one.
+inline void set_conv_winograd(bool on) { cpu_detail::winograd_switch().store(on, std::memory_order_relaxed); }
+inline bool conv_winograd() { return cpu_detail::winograd_switch().load(std::memory_order_relaxed); }
+
+namespace cpu_detail {
+
+/// Whether conv.hpp takes the Winograd kernel for a convolution of C input and M output channels.
+template <class T>
+bool winograd_applies(std::size_t C, std::size_t M, std::size_t kernel, std::size_t stride) {
+    return std::is_same_v<T, float> && kernel == 5 && stride == 1 && C >= 8 && M >= 8 && conv_winograd();
+}
+
+/// Scratch slots of the Winograd kernel (conv.hpp uses 2..11, gemm 0 and 1).
+inline constexpr int slot_wino_u = 12, slot_wino_in = 13, slot_wino_v = 14, slot_wino_m = 15, slot_wino_st = 16;
+
+/// The 36 points of the 6x6 transformed tile.
+inline constexpr std::size_t wino_points = 36;
+/// Tiles per block along a tile row: the GEMM's columns are (tile, lane), up to this many vectors.
+inline constexpr std::size_t wino_block = 4;
+/// Rows (output channels) per GEMM micro-tile: wino_rows x wino_block accumulators (20 of 32).
+inline constexpr std::size_t wino_rows = 5;
+
+/// U (36, C, M) with U[(p*C + c)*M + o] = (G w[o][c] G^T)[p] for w (M, C, 5, 5), computed in
+/// double and rounded once. G (6x5): row j is a_j^k / prod_{l != j}(a_j - a_l) for the finite
+/// points a = 0, 1, -1, 2, -2, and (0, 0, 0, 0, 1) for infinity.
+template <class T>
+void winograd_weights(std::size_t M, std::size_t C, const T* w, T* U) {
+    static constexpr double G[6][5] = {
+        {1.0 / 4, 0, 0, 0, 0},
+        {-1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6},
+        {-1.0 / 6, 1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6},
+        {1.0 / 24, 2.0 / 24, 4.0 / 24, 8.0 / 24, 16.0 / 24},
+        {1.0 / 24, -2.0 / 24, 4.0 / 24, -8.0 / 24, 16.0 / 24},
+        {0, 0, 0, 0, 1},
+    };
+    for (std::size_t o = 0; o < M; ++o)
+        for (std::size_t c = 0; c < C; ++c) {
+            const T* k = w + (o * C + c) * 25;
+            double t[6][5];  // G k
+            for (std::size_t i = 0; i < 6; ++i)
+                for (std::size_t b = 0; b < 5; ++b) {
+                    double s = 0;
+                    for (std::size_t a = 0; a < 5; ++a) s += G[i][a] * static_cast<double>(k[a * 5 + b]);
+                    t[i][b] = s;
+                }
+            for (std::size_t i = 0; i < 6; ++i)
+                for (std::size_t j = 0; j < 6; ++j) {
+                    double s = 0;
+                    for (std::size_t b = 0; b < 5; ++b) s += t[i][b] * G[j][b];
+                    U[((i * 6 + j) * C + c) * M + o] = static_cast<T>(s);
+                }
+        }
+}
+
+/// v = B^T d for one column of six vectors (B^T of the points 0, +-1, +-2, infinity):
+///   v0 = 4 d0 - 5 d2 + d4          v1 = (d4 - 4 d2) + (d3 - 4 d1)    v2 = (d4 - 4 d2) - (d3 - 4 d1)
+///   v3 = (d4 - d2) + 2 (d3 - d1)   v4 = (d4 - d2) - 2 (d3 - d1)      v5 = 4 d1 - 5 d3 + d5
+template <class V>
+OAR_ALWAYS_INLINE void wino_input_1d(const V& d0, const V& d1, const V& d2, const V& d3, const V& d4, const V& d5,
+                                     V* v, std::size_t stride) {
+    using T = typename V::value_type;
+    const V four(T(4)), five(T(5)), two(T(2));
+    const V t1 = xsimd::fnma(four, d2, d4), t2 = xsimd::fnma(four, d1, d3);
+    const V t3 = d4 - d2, t4 = two * (d3 - d1);
+    v[0 * stride] = xsimd::fnma(five, d2, xsimd::fma(four, d0, d4));
+    v[1 * stride] = t1 + t2;
+    v[2 * stride] = t1 - t2;
+    v[3 * stride] = t3 + t4;
+    v[4 * stride] = t3 - t4;
+    v[5 * stride] = xsimd::fnma(five, d3, xsimd::fma(four, d1, d5));
+}
+
+/// Whether the (de)interleaving of lanes uses AVX-512 16 x 16 transposes (float, 16 lanes).
+template <class T>
+inline constexpr bool wino_transposes =
+#if defined(__AVX512F__)
+    std::is_same_v<T, float> && xsimd::batch<T>::size == 16;
+#else
+    false;
+#endif
+
+#if defined(__AVX512F__)
+/// r[0..15], 16 rows of 16 floats, transposed in place: r[i][j] becomes r[j][i].
+OAR_ALWAYS_INLINE void transpose16(__m512* r) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; ++i) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+    }
+    for (int i = 0; i < 8; ++i) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    }
+}
+#endif
+
+/// The interleaved, zero-padded input of images [s0, s0 + cnt) (cnt <= L): xi (C, Hq, Wq, L),
+/// xi[((c*Hq + py)*Wq + px)*L + l] = x[s0 + l][c][py - pad][px - pad], zero outside the image
+/// and in lanes l >= cnt. Channel c only (the caller splits channels across tasks). With AVX-512,
+/// 16 images' runs of 16 columns are loaded (masked at the row's end) and transposed.
+template <class T>
+void wino_interleave(std::size_t c, std::size_t H, std::size_t W, std::size_t pad, std::size_t Hq, std::size_t Wq,
+                     std::size_t L, const T* x, std::size_t in_size, std::size_t cnt, T* xi) {
+    T* dst = xi + c * Hq * Wq * L;
+    std::fill(dst, dst + Hq * Wq * L, T(0));
+#if defined(__AVX512F__)
+    if constexpr (wino_transposes<T>) {
+        for (std::size_t iy = 0; iy < H; ++iy)
+            for (std::size_t x0 = 0; x0 < W; x0 += 16) {
+                const std::size_t cols = std::min<std::size_t>(16, W - x0);
+                const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
+                __m512 r[16];
+                for (std::size_t l = 0; l < 16; ++l)
+                    r[l] = l < cnt ? _mm512_maskz_loadu_ps(mask, x + l * in_size + (c * H + iy) * W + x0)
+                                   : _mm512_setzero_ps();
+                transpose16(r);
+                T* row = dst + ((iy + pad) * Wq + x0 + pad) * 16;
+                for (std::size_t k = 0; k < cols; ++k) _mm512_store_ps(row + k * 16, r[k]);
+            }
+        return;
+    }
+#endif
+    for (std::size_t l = 0; l < cnt; ++l) {
+        const T* src = x + l * in_size + c * H * W;
+        for (std::size_t iy = 0; iy < H; ++iy)
+            for (std::size_t ix = 0; ix < W; ++ix) dst[((iy + pad) * Wq + ix + pad) * L + l] = src[iy * W + ix];
+    }
+}
+
+/// Output rows (o, oy) of the group's images from the staged vectors st[ox] (lanes = images),
+/// ox < OW: y[l*out_size + ox] = st[ox][l] for l < cnt (y at (o, oy) of image 0). Transposed 16
+/// by 16 with AVX-512 (st holds whole runs of 16 vectors), else lane by lane.
+template <class T>
+OAR_ALWAYS_INLINE void wino_deinterleave_row(const T* st, std::size_t OW, std::size_t L, std::size_t cnt, T* y,
+                                             std::size_t out_size) {
+#if defined(__AVX512F__)
+    if constexpr (wino_transposes<T>) {
+        for (std::size_t x0 = 0; x0 < OW; x0 += 16) {
+            const std::size_t cols = std::min<std::size_t>(16, OW - x0);
+            const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
+            __m512 r[16];
+            for (std::size_t k = 0; k < 16; ++k) r[k] = _mm512_load_ps(st + (x0 + k) * 16);
+            transpose16(r);
+            for (std::size_t l = 0; l < cnt; ++l) _mm512_mask_storeu_ps(y + l * out_size + x0, mask, r[l]);
+        }
+        return;
+    }
+#endif
+    for (std::size_t ox = 0; ox < OW; ++ox)
+        for (std::size_t l = 0; l < cnt; ++l) y[l * out_size + ox] = st[ox * L + l];
+}
+
+/// out(RO x NV vectors) = sum_c u[c*M + r] * v[c*N + j*L]: one point's GEMM micro-tile (rows are
+/// output channels, columns (tile, lane)), stored whole at out[r*N + j*L].
+template <std::size_t RO, std::size_t NV, class T>
+void wino_tile(std::size_t C, const T* u, std::size_t M, const T* v, std::size_t N, T* out) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t L = V::size;
+    V acc[RO][NV];
+    for (std::size_t r = 0; r < RO; ++r)
+        for (std::size_t j = 0; j < NV; ++j) acc[r][j] = V(T(0));
+    for (std::size_t c = 0; c < C; ++c) {
+        V b[NV];
+        for (std::size_t j = 0; j < NV; ++j) b[j] = V::load_aligned(v + c * N + j * L);
+        for (std::size_t r = 0; r < RO; ++r) {
+            const V a(u[c * M + r]);
+            for (std::size_t j = 0; j < NV; ++j) acc[r][j] = xsimd::fma(a, b[j], acc[r][j]);
+        }
+    }
+    for (std::size_t r = 0; r < RO; ++r)
+        for (std::size_t j = 0; j < NV; ++j) acc[r][j].store_aligned(out + r * N + j * L);
+}
+
+template <class T, std::size_t... I>
+constexpr auto make_wino_tiles(std::index_sequence<I...>) {
+    return std::array{&wino_tile<I / wino_block + 1, I % wino_block + 1, T>...};
+}
+/// wino_tiles<T>[(ro - 1)*wino_block + (nv - 1)]: ro rows by nv vectors.
+template <class T>
+inline constexpr auto wino_tiles = make_wino_tiles<T>(std::make_index_sequence<wino_rows * wino_block>{});
+
+/// One task: output rows 2*ty and 2*ty + 1 of every channel, for the group's images.
+template <bool Relu, class T>
+void wino_tile_row(std::size_t C, std::size_t M, std::size_t OH, std::size_t OW, std::size_t Hq, std::size_t Wq,
+                   std::size_t ty, const T* xi, const T* U, const T* bias, T* y, std::size_t cnt) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t L = V::size;
+    const std::size_t TW = (OW + 1) / 2, out_size = M * OH * OW;
+    // Point p's (C, N) block of V at vb + p*vs, its (M, N) block of the product at mb + p*ms. The
+    // strides are one vector more than the blocks: a power-of-two multiple (C*N*4 = 5 KB here)
+    // would put the 36 points of a tile on the same few L1 sets (4 of 64), and they are stored and
+    // loaded together.
+    const std::size_t vs = C * wino_block * L + L, ms = M * wino_block * L + L;
+    T* vb = scratch<T, slot_wino_v>(wino_points * vs);
+    T* mb = scratch<T, slot_wino_m>(wino_points * ms);
+    // The tile row's outputs, interleaved: st[((o*2 + a)*ws + ox)*L + l], ws = 2*TW rounded up to
+    // 16 (whole transposes), then written to the images row by row.
+    const std::size_t ws = (2 * TW + 15) / 16 * 16;
+    T* st = scratch<T, slot_wino_st>(M * 2 * ws * L);
+    for (std::size_t tx0 = 0; tx0 < TW; tx0 += wino_block) {
+        const std::size_t nb = std::min(wino_block, TW - tx0), N = nb * L;
+        // Input transform: V = B^T d B for each channel and tile of the block.
+        for (std::size_t c = 0; c < C; ++c)
+            for (std::size_t t = 0; t < nb; ++t) {
+                const T* base = xi + ((c * Hq + 2 * ty) * Wq + 2 * (tx0 + t)) * L;
+                V cols[6][6];  // cols[i][j] = (B^T d)[i][j]: columns first
+                for (std::size_t j = 0; j < 6; ++j) {
+                    V d[6];
+                    for (std::size_t i = 0; i < 6; ++i) d[i] = V::load_aligned(base + (i * Wq + j) * L);
+                    wino_input_1d(d[0], d[1], d[2], d[3], d[4], d[5], &cols[0][j], 6);
+                }
+                for (std::size_t i = 0; i < 6; ++i) {  // then rows: (B^T d) B = (B^T (B^T d)^T)^T
+                    V v[6];
+                    wino_input_1d(cols[i][0], cols[i][1], cols[i][2], cols[i][3], cols[i][4], cols[i][5], v, 1);
+                    for (std::size_t j = 0; j < 6; ++j) v[j].store_aligned(vb + (i * 6 + j) * vs + c * N + t * L);
+                }
+            }
+        // The sum over channels: 36 GEMMs (M x C) x (C x N).
+        for (std::size_t p = 0; p < wino_points; ++p)
+            for (std::size_t o = 0; o < M; o += wino_rows) {
+                const std::size_t ro = std::min(wino_rows, M - o);
+                wino_tiles<T>[(ro - 1) * wino_block + (nb - 1)](C, U + p * C * M + o, M, vb + p * vs, N,
+                                                                 mb + p * ms + o * N);
+            }
+        // Output transform: Y = A^T m A, the bias added, the ReLU applied, lanes to their images.
+        for (std::size_t o = 0; o < M; ++o)
+            for (std::size_t t = 0; t < nb; ++t) {
+                V r0[6], r1[6];  // A^T m: rows 0 and 1 (A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 1])
+                for (std::size_t j = 0; j < 6; ++j) {
+                    V m[6];
+                    for (std::size_t i = 0; i < 6; ++i) m[i] = V::load_aligned(mb + (i * 6 + j) * ms + o * N + t * L);
+                    const V s12 = m[1] + m[2], d12 = m[1] - m[2], s34 = m[3] + m[4], d34 = m[3] - m[4];
+                    r0[j] = m[0] + s12 + s34;
+                    r1[j] = xsimd::fma(V(T(2)), d34, d12) + m[5];
+                }
+                const V b(bias ? bias[o] : T(0));
+                const V* rows[2] = {r0, r1};
+                for (std::size_t a = 0; a < 2; ++a) {
+                    const V* q = rows[a];
+                    const V s12 = q[1] + q[2], d12 = q[1] - q[2], s34 = q[3] + q[4], d34 = q[3] - q[4];
+                    V y0 = q[0] + s12 + s34 + b, y1 = xsimd::fma(V(T(2)), d34, d12) + q[5] + b;
+                    if constexpr (Relu) {
+                        y0 = xsimd::select(y0 < V(T(0)), V(T(0)), y0);
+                        y1 = xsimd::select(y1 < V(T(0)), V(T(0)), y1);
+                    }
+                    T* row = st + ((o * 2 + a) * ws + 2 * (tx0 + t)) * L;
+                    y0.store_aligned(row);
+                    y1.store_aligned(row + L);
+                }
+            }
+    }
+    for (std::size_t o = 0; o < M; ++o)
+        for (std::size_t a = 0; a < 2 && 2 * ty + a < OH; ++a)
+            wino_deinterleave_row(st + (o * 2 + a) * ws * L, OW, L, cnt, y + (o * OH + 2 * ty + a) * OW, out_size);
+}
+
+/// y (n, M, OH, OW) = conv(x (n, C, H, W), w (M, C, 5, 5)) + bias (may be null), stride 1,
+/// padding pad; with Relu, max(., 0) (NaN passes). OH = H + 2*pad - 4, OW likewise (both >= 1).
+template <bool Relu, class T>
+void winograd_conv_batch(std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M, std::size_t n,
+                         const T* x, const T* w, const T* bias, T* y) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t L = V::size;
+    const std::size_t OH = H + 2 * pad - 4, OW = W + 2 * pad - 4, TH = (OH + 1) / 2, TW = (OW + 1) / 2;
+    const std::size_t Hq = 2 * TH + 4, Wq = 2 * TW + 4, in_size = C * H * W, out_size = M * OH * OW;
+    const std::size_t groups = (n + L - 1) / L, slab = C * Hq * Wq * L;
+    T* U = scratch<T, slot_wino_u>(wino_points * C * M);
+    winograd_weights(M, C, w, U);
+    T* xi = scratch<T, slot_wino_in>(groups * slab);  // the caller's: the tasks share it
+    const T* Uc = U;
+    default_pool().parallel_for(groups * C, [&](std::size_t k) {
+        const std::size_t g = k / C, c = k % C, s0 = g * L;
+        wino_interleave(c, H, W, pad, Hq, Wq, L, x + s0 * in_size, in_size, std::min(L, n - s0), xi + g * slab);
+    });
+    default_pool().parallel_for(groups * TH, [&](std::size_t k) {
+        const std::size_t g = k / TH, ty = k % TH, s0 = g * L;
+        wino_tile_row<Relu>(C, M, OH, OW, Hq, Wq, ty, static_cast<const T*>(xi + g * slab), Uc, bias,
+                            y + s0 * out_size, std::min(L, n - s0));
+    });
+}
+
+}  // namespace cpu_detail
+}  // namespace oar

@@ -1,0 +1,223 @@
+// Tests of oar/kernels/cpu/winograd.hpp: the F(2x2, 5x5) convolution against the direct one in
+// double, within an error bound per output (below); odd output sizes (a tile half outside),
+// padding 0..4, batches that leave a partial group of SIMD lanes, output channels that leave
+// partial micro-tiles; the fused ReLU bit for bit; the same bits on 1, 2 and 3 threads; and where
+// conv.hpp takes it (winograd_applies, set_conv_winograd) with the results of the batch kernels.
+//
+// Error bound. Each output of tile (ty, tx) is a fixed linear function of the tile's 6x6 inputs
+// per channel: rounding in the input transform (coefficients up to 5 per pass), the 36-point
+// products summed over channels, and the output transform (coefficients up to 2 per pass) gives
+//   |y - exact| <= kappa * u * (|b| + sum_c ||w[o][c]||_1 * max |x_c over the tile|),  u = 2^-24,
+// the 1-norm of the 25 weights times the largest input the tile reads. Measured worst ratios
+// (printed by INFO on failure): 5.4 over the cases below, 14.2 with channels scaled by 2^-10..2^9;
+// the direct kernel, 1.9 on the same data. kappa = 64 leaves a margin of 4.5 over the worst. A
+// wrong sign or coefficient in any transform gives errors of the size of the outputs themselves.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <oar/kernels/cpu/conv.hpp>      // conv2d_forward(_relu) / backward: where Winograd is taken
+#include <oar/kernels/cpu/winograd.hpp>  // the header under test
+#include <oar/core/thread_pool.hpp>      // set_num_threads: results must not depend on it
+
+#include <algorithm>  // std::max
+#include <cmath>      // std::abs
+#include <cstddef>    // std::size_t, std::ptrdiff_t
+#include <string>     // std::to_string
+#include <utility>    // std::pair
+#include <vector>     // std::vector
+
+#include "support/random.hpp"  // oar_test::random_vector: seeded inputs
+
+namespace {
+
+using oar_test::random_vector;
+
+struct Case {
+    std::size_t C, H, W, pad, M, n;
+};
+
+std::string describe(const Case& k) {
+    return "C=" + std::to_string(k.C) + " H=" + std::to_string(k.H) + " W=" + std::to_string(k.W) +
+           " pad=" + std::to_string(k.pad) + " M=" + std::to_string(k.M) + " n=" + std::to_string(k.n);
+}
+
+constexpr Case cases[] = {
+    {20, 14, 14, 2, 20, 19},  // the course's second convolution; 19 = one full group and 3 lanes (AVX-512)
+    {8, 7, 9, 1, 9, 3},       // odd outputs (5 x 7): the last tile row and column half outside
+    {8, 10, 11, 0, 8, 17},    // no padding, 6 x 7 outputs
+    {12, 6, 6, 4, 13, 5},     // padding 4 (10 x 10 outputs), 13 channels: partial micro-tiles
+    {9, 5, 5, 2, 16, 1},      // one image
+    {20, 14, 14, 2, 20, 33},  // the dx geometry of the course (padding 2 too) across three groups
+};
+
+/// y_exact (double) and the bound's scale (|b| + sum_c ||w_oc||_1 * max |x_c| over the tile).
+struct Reference {
+    std::vector<double> y, scale;
+};
+
+Reference reference(const Case& k, const std::vector<float>& x, const std::vector<float>& w,
+                    const std::vector<float>& b) {
+    const std::size_t OH = k.H + 2 * k.pad - 4, OW = k.W + 2 * k.pad - 4;
+    Reference r{std::vector<double>(k.n * k.M * OH * OW), std::vector<double>(k.n * k.M * OH * OW)};
+    auto at = [&](std::size_t s, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) -> double {
+        if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(k.H) || ix >= static_cast<std::ptrdiff_t>(k.W))
+            return 0.0;
+        return x[((s * k.C + c) * k.H + static_cast<std::size_t>(iy)) * k.W + static_cast<std::size_t>(ix)];
+    };
+    const auto pad = static_cast<std::ptrdiff_t>(k.pad);
+    for (std::size_t s = 0; s < k.n; ++s)
+        for (std::size_t o = 0; o < k.M; ++o)
+            for (std::size_t oy = 0; oy < OH; ++oy)
+                for (std::size_t ox = 0; ox < OW; ++ox) {
+                    double acc = b.empty() ? 0.0 : b[o], scale = b.empty() ? 0.0 : std::abs(b[o]);
+                    const auto ty0 = static_cast<std::ptrdiff_t>(oy / 2 * 2), tx0 = static_cast<std::ptrdiff_t>(ox / 2 * 2);
+                    for (std::size_t c = 0; c < k.C; ++c) {
+                        double w1 = 0.0, xmax = 0.0;
+                        for (std::ptrdiff_t i = 0; i < 6; ++i)
+                            for (std::ptrdiff_t j = 0; j < 6; ++j)
+                                xmax = std::max(xmax, std::abs(at(s, c, ty0 + i - pad, tx0 + j - pad)));
+                        for (std::size_t ky = 0; ky < 5; ++ky)
+                            for (std::size_t kx = 0; kx < 5; ++kx) {
+                                const double wv = w[((o * k.C + c) * 5 + ky) * 5 + kx];
+                                w1 += std::abs(wv);
+                                acc += wv * at(s, c, static_cast<std::ptrdiff_t>(oy + ky) - pad,
+                                               static_cast<std::ptrdiff_t>(ox + kx) - pad);
+                            }
+                        scale += w1 * xmax;
+                    }
+                    const std::size_t i = ((s * k.M + o) * OH + oy) * OW + ox;
+                    r.y[i] = acc;
+                    r.scale[i] = scale;
+                }
+    return r;
+}
+
+constexpr double kappa = 64.0, unit_roundoff = 1.0 / 16777216.0;
+
+/// The worst |y - exact| / (u * scale), and how many outputs exceed kappa.
+std::pair<double, std::size_t> error_ratio(const std::vector<float>& y, const Reference& r) {
+    double worst = 0.0;
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+        const double ratio = std::abs(y[i] - r.y[i]) / (unit_roundoff * std::max(r.scale[i], 1e-30));
+        worst = std::max(worst, ratio);
+        bad += !(ratio <= kappa);  // NaN counts as bad
+    }
+    return {worst, bad};
+}
+
+std::vector<float> run(const Case& k, const std::vector<float>& x, const std::vector<float>& w,
+                       const std::vector<float>& b, bool relu) {
+    const std::size_t OH = k.H + 2 * k.pad - 4, OW = k.W + 2 * k.pad - 4;
+    std::vector<float> y(k.n * k.M * OH * OW, -7.0f);
+    const float* bias = b.empty() ? nullptr : b.data();
+    if (relu)
+        oar::cpu_detail::winograd_conv_batch<true>(k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), w.data(), bias, y.data());
+    else
+        oar::cpu_detail::winograd_conv_batch<false>(k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), w.data(), bias, y.data());
+    return y;
+}
+
+}  // namespace
+
+TEST_CASE("Winograd F(2x2,5x5) equals the direct convolution in double within its error bound") {
+    for (const Case& k : cases)
+        for (bool with_bias : {true, false}) {
+            INFO(describe(k) << " bias=" << with_bias);
+            const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 41);
+            const auto w = random_vector<float>(k.M * k.C * 25, 42, 0.2);
+            const auto b = with_bias ? random_vector<float>(k.M, 43) : std::vector<float>{};
+            const auto y = run(k, x, w, b, false);
+            const auto [worst, bad] = error_ratio(y, reference(k, x, w, b));
+            INFO("worst error / (u * scale) = " << worst);
+            CHECK(bad == 0);
+        }
+}
+
+TEST_CASE("Winograd's error bound holds for inputs of very different sizes across channels") {
+    // Channel c scaled by 2^(c - 10): the tile maximum is per channel, so the bound follows.
+    const Case k{20, 14, 14, 2, 20, 17};
+    auto x = random_vector<float>(k.n * k.C * k.H * k.W, 51);
+    for (std::size_t s = 0; s < k.n; ++s)
+        for (std::size_t c = 0; c < k.C; ++c)
+            for (std::size_t p = 0; p < k.H * k.W; ++p)
+                x[(s * k.C + c) * k.H * k.W + p] *= static_cast<float>(std::ldexp(1.0, static_cast<int>(c) - 10));
+    const auto w = random_vector<float>(k.M * k.C * 25, 52, 0.2), b = random_vector<float>(k.M, 53);
+    const auto [worst, bad] = error_ratio(run(k, x, w, b, false), reference(k, x, w, b));
+    INFO("worst error / (u * scale) = " << worst);
+    CHECK(bad == 0);
+}
+
+TEST_CASE("Winograd with the fused ReLU is max(y, 0) of the plain kernel, bit for bit") {
+    const Case k{20, 14, 14, 2, 20, 21};
+    const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 61);
+    const auto w = random_vector<float>(k.M * k.C * 25, 62, 0.2), b = random_vector<float>(k.M, 63);
+    const auto plain = run(k, x, w, b, false), fused = run(k, x, w, b, true);
+    std::size_t differ = 0, negatives = 0;
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+        negatives += plain[i] < 0.0f;
+        differ += fused[i] != (plain[i] < 0.0f ? 0.0f : plain[i]);
+    }
+    CHECK(negatives > plain.size() / 4);  // the ReLU has work to do
+    CHECK(differ == 0);
+}
+
+TEST_CASE("Winograd results are bit-identical whatever the thread count") {
+    const Case k{20, 14, 14, 2, 20, 37};
+    const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 71);
+    const auto w = random_vector<float>(k.M * k.C * 25, 72, 0.2), b = random_vector<float>(k.M, 73);
+    std::vector<std::vector<float>> runs;
+    for (std::size_t threads : {1u, 2u, 3u}) {
+        oar::set_num_threads(threads);
+        runs.push_back(run(k, x, w, b, false));
+    }
+    oar::set_num_threads(oar::default_thread_count());
+    CHECK(runs[0] == runs[1]);
+    CHECK(runs[0] == runs[2]);
+}
+
+TEST_CASE("conv.hpp takes Winograd for float 5x5 stride-1 convolutions of 8+ channels, and only then") {
+    using oar::cpu_detail::winograd_applies;
+    CHECK(winograd_applies<float>(20, 20, 5, 1));
+    CHECK(winograd_applies<float>(8, 8, 5, 1));
+    CHECK_FALSE(winograd_applies<float>(1, 20, 5, 1));   // the course's first convolution
+    CHECK_FALSE(winograd_applies<float>(20, 7, 5, 1));   // too few output channels
+    CHECK_FALSE(winograd_applies<float>(20, 20, 3, 1));  // another kernel size
+    CHECK_FALSE(winograd_applies<float>(20, 20, 5, 2));  // stride 2
+    CHECK_FALSE(winograd_applies<double>(20, 20, 5, 1)); // double keeps the direct kernel
+    oar::set_conv_winograd(false);
+    CHECK_FALSE(oar::conv_winograd());
+    CHECK_FALSE(winograd_applies<float>(20, 20, 5, 1));
+    oar::set_conv_winograd(true);
+    CHECK(winograd_applies<float>(20, 20, 5, 1));
+}
+
+TEST_CASE("the batch conv2d kernels give Winograd's bits when it applies, the direct kernel's when switched off") {
+    // Forward (with the fused ReLU) and the input gradient (the flipped weights, padding K-1-pad)
+    // of the course's second convolution through kernel<op::...>: with the switch on they equal
+    // winograd_conv_batch exactly; off, they differ from it and stay within the bound too.
+    const oar::ConvGeometry g{20, 14, 14, 5, 1, 2};
+    const std::size_t n = 18, M = 20, in_size = 20 * 14 * 14, out_size = M * 14 * 14;
+    const auto x = random_vector<float>(n * in_size, 81), w = random_vector<float>(M * 500, 82, 0.2);
+    const auto b = random_vector<float>(M, 83), dy = random_vector<float>(n * out_size, 84);
+    // The flipped weights: wf[c][o][ky][kx] = w[o][c][4 - ky][4 - kx].
+    std::vector<float> wf(w.size());
+    for (std::size_t o = 0; o < M; ++o)
+        for (std::size_t c = 0; c < 20; ++c)
+            for (std::size_t t = 0; t < 25; ++t) wf[(c * M + o) * 25 + t] = w[(o * 20 + c) * 25 + (24 - t)];
+    const Case fwd{20, 14, 14, 2, M, n}, bwd{M, 14, 14, 2, 20, n};
+    const auto want_y = run(fwd, x, w, b, true), want_dx = run(bwd, dy, wf, {}, false);
+    for (bool on : {true, false}) {
+        INFO("winograd " << std::string(on ? "on" : "off"));
+        oar::set_conv_winograd(on);
+        std::vector<float> y(n * out_size), dx(n * in_size), dw(M * 500, 0.0f), db(M, 0.0f);
+        oar::kernel<oar::op::conv2d_forward_relu, oar::cpu>::run(g, M, n, x.data(), w.data(), b.data(), y.data());
+        oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, M, n, x.data(), w.data(), dy.data(), dw.data(),
+                                                             db.data(), dx.data());
+        CHECK((y == want_y) == on);
+        CHECK((dx == want_dx) == on);
+        const auto [worst_dx, bad_dx] = error_ratio(dx, reference(bwd, dy, wf, {}));
+        INFO("dx: worst error / (u * scale) = " << worst_dx);
+        CHECK(bad_dx == 0);
+    }
+    oar::set_conv_winograd(true);
+}
