@@ -18,7 +18,7 @@
 #include <oar/kernels/cpu/winograd.hpp>  // the header under test
 #include <oar/core/thread_pool.hpp>      // set_num_threads: results must not depend on it
 
-#include <algorithm>  // std::max
+#include <algorithm>  // std::max, std::equal
 #include <cmath>      // std::abs
 #include <cstddef>    // std::size_t, std::ptrdiff_t
 #include <string>     // std::to_string
@@ -193,10 +193,14 @@ TEST_CASE("conv.hpp takes Winograd for float 5x5 stride-1 convolutions of 8+ cha
 
 TEST_CASE("the batch conv2d kernels give Winograd's bits when it applies, the direct kernel's when switched off") {
     // Forward (with the fused ReLU) and the input gradient (the flipped weights, padding K-1-pad)
-    // of the course's second convolution through kernel<op::...>: with the switch on they equal
-    // winograd_conv_batch exactly; off, they differ from it and stay within the bound too.
+    // of the course's second convolution through kernel<op::...>: with the switch on the first
+    // winograd_images(n) samples equal winograd_conv_batch exactly and the rest (a small last
+    // group of lanes) the direct kernel's bits; off, every sample has the direct kernel's bits.
     const oar::ConvGeometry g{20, 14, 14, 5, 1, 2};
-    const std::size_t n = 18, M = 20, in_size = 20 * 14 * 14, out_size = M * 14 * 14;
+    constexpr std::size_t L = xsimd::batch<float>::size;
+    const std::size_t n = 2 * L + 2, M = 20, in_size = 20 * 14 * 14, out_size = M * 14 * 14;
+    const std::size_t nw = oar::cpu_detail::winograd_images<float>(n);
+    CHECK(nw == (L >= 4 ? 2 * L : n));  // 2 samples past two groups: direct (with 1 or 2 lanes, none left over)
     const auto x = random_vector<float>(n * in_size, 81), w = random_vector<float>(M * 500, 82, 0.2);
     const auto b = random_vector<float>(M, 83), dy = random_vector<float>(n * out_size, 84);
     // The flipped weights: wf[c][o][ky][kx] = w[o][c][4 - ky][4 - kx].
@@ -205,19 +209,46 @@ TEST_CASE("the batch conv2d kernels give Winograd's bits when it applies, the di
         for (std::size_t c = 0; c < 20; ++c)
             for (std::size_t t = 0; t < 25; ++t) wf[(c * M + o) * 25 + t] = w[(o * 20 + c) * 25 + (24 - t)];
     const Case fwd{20, 14, 14, 2, M, n}, bwd{M, 14, 14, 2, 20, n};
-    const auto want_y = run(fwd, x, w, b, true), want_dx = run(bwd, dy, wf, {}, false);
-    for (bool on : {true, false}) {
-        INFO("winograd " << std::string(on ? "on" : "off"));
+    const auto wino_y = run(fwd, x, w, b, true), wino_dx = run(bwd, dy, wf, {}, false);
+    auto kernels = [&](bool on) {
         oar::set_conv_winograd(on);
         std::vector<float> y(n * out_size), dx(n * in_size), dw(M * 500, 0.0f), db(M, 0.0f);
         oar::kernel<oar::op::conv2d_forward_relu, oar::cpu>::run(g, M, n, x.data(), w.data(), b.data(), y.data());
         oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, M, n, x.data(), w.data(), dy.data(), dw.data(),
                                                              db.data(), dx.data());
-        CHECK((y == want_y) == on);
-        CHECK((dx == want_dx) == on);
-        const auto [worst_dx, bad_dx] = error_ratio(dx, reference(bwd, dy, wf, {}));
+        oar::set_conv_winograd(true);
+        return std::pair{y, dx};
+    };
+    const auto [direct_y, direct_dx] = kernels(false);
+    const auto [y, dx] = kernels(true);
+    auto same = [](const std::vector<float>& a, const std::vector<float>& b, std::size_t from, std::size_t to) {
+        return std::equal(a.begin() + static_cast<std::ptrdiff_t>(from), a.begin() + static_cast<std::ptrdiff_t>(to),
+                          b.begin() + static_cast<std::ptrdiff_t>(from));
+    };
+    CHECK(same(y, wino_y, 0, nw * out_size));
+    CHECK(same(dx, wino_dx, 0, nw * in_size));
+    CHECK(same(y, direct_y, nw * out_size, n * out_size));
+    CHECK(same(dx, direct_dx, nw * in_size, n * in_size));
+    CHECK_FALSE(same(direct_y, wino_y, 0, nw * out_size));  // the two kernels round differently
+    CHECK_FALSE(same(direct_dx, wino_dx, 0, nw * in_size));
+    for (const auto* d : {&dx, &direct_dx}) {
+        const auto [worst_dx, bad_dx] = error_ratio(*d, reference(bwd, dy, wf, {}));
         INFO("dx: worst error / (u * scale) = " << worst_dx);
         CHECK(bad_dx == 0);
     }
-    oar::set_conv_winograd(true);
+}
+
+TEST_CASE("winograd_images leaves a last group of up to 5/8 of the lanes to the direct kernel") {
+    using oar::cpu_detail::winograd_images;
+    constexpr std::size_t L = xsimd::batch<float>::size;
+    CHECK(winograd_images<float>(0) == 0);
+    CHECK(winograd_images<float>(5 * L) == 5 * L);
+    CHECK(winograd_images<float>(5 * L + L - 1) == 5 * L + L - 1);  // nearly full: Winograd
+    if constexpr (L == 16) {
+        CHECK(winograd_images<float>(100) == 96);  // the course's batch: 6 groups, 4 samples direct
+        CHECK(winograd_images<float>(10) == 0);
+        CHECK(winograd_images<float>(11) == 11);
+        CHECK(winograd_images<float>(26) == 16);
+        CHECK(winograd_images<float>(27) == 27);
+    }
 }

@@ -467,16 +467,20 @@ template <bool Relu, class T>
 void conv2d_forward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
                           T* y) {
     const std::size_t P = g.col_cols(), ckk = g.col_rows(), in_size = g.channels * g.height * g.width;
+    // Winograd takes samples [0, s0) (all, or all but a small last group of lanes), the rest below.
+    std::size_t s0 = 0;
     if (winograd_applies<T>(g.channels, out_c, g.kernel, g.stride)) {
-        winograd_conv_batch<Relu>(g.channels, g.height, g.width, g.pad, out_c, n, x, w, b, y);
-        return;
+        s0 = winograd_images<T>(n);
+        if (s0 > 0) winograd_conv_batch<Relu>(g.channels, g.height, g.width, g.pad, out_c, s0, x, w, b, y);
+        if (s0 == n) return;
     }
     T* wp = nullptr;  // stride 1: w packed once, read by every sample's tiles
     if (g.stride == 1) {
         wp = scratch<T, slot_wpack>(packed_weights_size<T>(out_c, ckk));
         pack_conv_weights(out_c, ckk, w, wp);
     }
-    default_pool().parallel_for(n, [&](std::size_t s) {
+    default_pool().parallel_for(n - s0, [&](std::size_t i) {
+        const std::size_t s = s0 + i;
         if (g.stride == 1) {
             conv_stride1_sample<Relu>(g, out_c, x + s * in_size, static_cast<const T*>(wp), b, y + s * out_c * P);
             return;
@@ -527,9 +531,11 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
     // For 5x5 kernels in float, the whole batch's dx after the groups, by Winograd (wino_dx).
     const bool flipped = dx && g.stride == 1 && C >= 8;
     const ConvGeometry gd{out_c, g.out_height(), g.out_width(), K, 1, K - 1 - g.pad};
+    // Winograd computes dx of samples [0, wino_n), after the groups; the rest per sample below.
     const bool wino_dx = flipped && g.pad <= K - 1 && winograd_applies<T>(out_c, C, K, 1);
+    const std::size_t wino_n = wino_dx ? winograd_images<T>(n) : 0;
     T* wf = flipped ? scratch<T, slot_flipped>(C * out_c * K * K) : nullptr;
-    T* wfp = flipped && !wino_dx ? scratch<T, slot_wpack>(packed_weights_size<T>(C, out_c * K * K)) : nullptr;
+    T* wfp = flipped && wino_n < n ? scratch<T, slot_wpack>(packed_weights_size<T>(C, out_c * K * K)) : nullptr;
     if (flipped) {
         for (std::size_t o = 0; o < out_c; ++o)
             for (std::size_t c = 0; c < C; ++c)
@@ -537,7 +543,7 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
                     for (std::size_t kx = 0; kx < K; ++kx)
                         wf[((c * out_c + o) * K + ky) * K + kx] =
                             w[((o * C + c) * K + (K - 1 - ky)) * K + (K - 1 - kx)];
-        if (!wino_dx) pack_conv_weights(C, out_c * K * K, static_cast<const T*>(wf), wfp);
+        if (wfp) pack_conv_weights(C, out_c * K * K, static_cast<const T*>(wf), wfp);
     }
     // Stride 1: the weight gradient by dot products on pitched copies (conv_dw_stride1), the bias
     // gradient per sample alongside; other strides: im2row + GEMM per sample, bias_grad after.
@@ -556,7 +562,7 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
                 kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, out_c, ckk, P, T(1), dys, P, row, ckk,
                                                    s == s0 ? T(0) : T(1), part, ckk);  // (out_c,P) x (P,CKK)
             }
-            if (!dx || wino_dx) continue;
+            if (!dx || s < wino_n) continue;
             T* dxs = dx + s * in_size;  // (C, H*W)
             if (flipped) {
                 conv_stride1_sample(gd, C, dys, static_cast<const T*>(wfp), static_cast<const T*>(nullptr), dxs);
@@ -569,8 +575,8 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
             }
         }
     });
-    if (wino_dx)  // every group's dy is masked by now
-        winograd_conv_batch<false>(out_c, g.out_height(), g.out_width(), K - 1 - g.pad, C, n, dy,
+    if (wino_n > 0)  // every group's dy is masked by now
+        winograd_conv_batch<false>(out_c, g.out_height(), g.out_width(), K - 1 - g.pad, C, wino_n, dy,
                                    static_cast<const T*>(wf), static_cast<const T*>(nullptr), dx);
     for (std::size_t grp = 0; grp < groups; ++grp) {  // in group order: independent of threads
         const T* part = partials + grp * wsize;

@@ -64,6 +64,17 @@ bool winograd_applies(std::size_t C, std::size_t M, std::size_t kernel, std::siz
 /// Scratch slots of the Winograd kernel (conv.hpp uses 2..11, gemm 0 and 1).
 inline constexpr int slot_wino_u = 12, slot_wino_in = 13, slot_wino_v = 14, slot_wino_m = 15, slot_wino_st = 16;
 
+/// How many of a batch's n images conv.hpp gives the Winograd kernel: all but a last partial group
+/// of cnt < L lanes when cnt * 8 <= L * 5 (up to 10 of 16). A group costs the same whatever its
+/// lanes hold; on the course's second convolution (2026-11-24, Zen 4, 1 thread) a group of 16 takes
+/// 26 us per lane and the direct kernel 42 us per image, so up to 9.9 images are cheaper direct.
+template <class T>
+std::size_t winograd_images(std::size_t n) {
+    constexpr std::size_t L = xsimd::batch<T>::size;
+    const std::size_t tail = n % L;
+    return tail != 0 && tail * 8 <= L * 5 ? n - tail : n;
+}
+
 /// The 36 points of the 6x6 transformed tile.
 inline constexpr std::size_t wino_points = 36;
 /// Tiles per block along a tile row: the GEMM's columns are (tile, lane), up to this many vectors.
@@ -165,9 +176,15 @@ template <class T>
 void wino_interleave(std::size_t c, std::size_t H, std::size_t W, std::size_t pad, std::size_t Hq, std::size_t Wq,
                      std::size_t L, const T* x, std::size_t in_size, std::size_t cnt, T* xi) {
     T* dst = xi + c * Hq * Wq * L;
-    std::fill(dst, dst + Hq * Wq * L, T(0));
 #if defined(__AVX512F__)
     if constexpr (wino_transposes<T>) {
+        // Zeros in the padding only: the transposes write every lane of the image's positions.
+        std::fill(dst, dst + pad * Wq * L, T(0));
+        std::fill(dst + (pad + H) * Wq * L, dst + Hq * Wq * L, T(0));
+        for (std::size_t py = pad; py < pad + H; ++py) {
+            std::fill(dst + py * Wq * L, dst + (py * Wq + pad) * L, T(0));
+            std::fill(dst + (py * Wq + pad + W) * L, dst + (py + 1) * Wq * L, T(0));
+        }
         for (std::size_t iy = 0; iy < H; ++iy)
             for (std::size_t x0 = 0; x0 < W; x0 += 16) {
                 const std::size_t cols = std::min<std::size_t>(16, W - x0);
@@ -183,6 +200,7 @@ void wino_interleave(std::size_t c, std::size_t H, std::size_t W, std::size_t pa
         return;
     }
 #endif
+    std::fill(dst, dst + Hq * Wq * L, T(0));
     for (std::size_t l = 0; l < cnt; ++l) {
         const T* src = x + l * in_size + c * H * W;
         for (std::size_t iy = 0; iy < H; ++iy)
