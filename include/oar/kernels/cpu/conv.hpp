@@ -10,6 +10,9 @@
 // transposed weights; the weight gradient is dot products of dy (on the same pitch) with the runs
 // (conv_dw_stride1), with the bias gradient alongside. Other strides: im2col / im2row + GEMM,
 // col2im for the input gradient, the bias fused by starting C at the bias (beta = 1).
+// Float convolutions with 5x5 kernels, stride 1 and 8+ input and output channels (the course's
+// second one) take Winograd F(2x2, 5x5) instead, forward and input gradient (winograd.hpp), except
+// a last small group of SIMD lanes' samples; set_conv_winograd(false) keeps them on the direct path.
 // A ReLU after the convolution can be fused (op::conv2d_forward_relu / conv2d_backward_relu, chosen
 // by Network at compile time): the forward applies max(., 0) as the output is copied out (stride 1)
 // or to each sample's output while it is in cache; the backward masks each group's dy in place with

@@ -142,28 +142,32 @@ inline constexpr bool wino_transposes =
 #endif
 
 #if defined(__AVX512F__)
-/// r[0..15], 16 rows of 16 floats, transposed in place: r[i][j] becomes r[j][i].
+/// r[0..15], 16 rows of 16 floats, transposed in place: r[i][j] becomes r[j][i]. The masked
+/// forms with every lane selected are the plain instructions; the unmasked intrinsics start from
+/// _mm512_undefined_ps, which g++ 12 reports as maybe-uninitialized where <immintrin.h> was first
+/// included outside core/simd.hpp's pragma (libtorch's headers do).
 OAR_ALWAYS_INLINE void transpose16(__m512* r) {
+    constexpr __mmask16 all = 0xFFFF;
     __m512 t[16];
     for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+        t[i] = _mm512_mask_unpacklo_ps(r[i], all, r[i], r[i + 1]);
+        t[i + 1] = _mm512_mask_unpackhi_ps(r[i], all, r[i], r[i + 1]);
     }
     for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+        r[i] = _mm512_mask_shuffle_ps(t[i], all, t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_mask_shuffle_ps(t[i], all, t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_mask_shuffle_ps(t[i + 1], all, t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_mask_shuffle_ps(t[i + 1], all, t[i + 1], t[i + 3], 0xEE);
     }
     for (int i = 0; i < 4; ++i) {
-        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
-        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+        t[i] = _mm512_mask_shuffle_f32x4(r[i], all, r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_mask_shuffle_f32x4(r[i], all, r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_mask_shuffle_f32x4(r[i + 8], all, r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_mask_shuffle_f32x4(r[i + 8], all, r[i + 8], r[i + 12], 0xDD);
     }
     for (int i = 0; i < 8; ++i) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+        r[i] = _mm512_mask_shuffle_f32x4(t[i], all, t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_mask_shuffle_f32x4(t[i], all, t[i], t[i + 8], 0xDD);
     }
 }
 #endif
