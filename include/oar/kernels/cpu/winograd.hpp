@@ -82,11 +82,12 @@ inline constexpr std::size_t wino_block = 4;
 /// Rows (output channels) per GEMM micro-tile: wino_rows x wino_block accumulators (20 of 32).
 inline constexpr std::size_t wino_rows = 5;
 
-/// U (36, C, M) with U[(p*C + c)*M + o] = (G w[o][c] G^T)[p] for w (M, C, 5, 5), computed in
-/// double and rounded once. G (6x5): row j is a_j^k / prod_{l != j}(a_j - a_l) for the finite
-/// points a = 0, 1, -1, 2, -2, and (0, 0, 0, 0, 1) for infinity.
+/// Output channel o's part of U (36, C, M): U[(p*C + c)*M + o] = (G w[o][c] G^T)[p] for w
+/// (M, C, 5, 5), computed in double and rounded once (the channels run on the pool's threads).
+/// G (6x5): row j is a_j^k / prod_{l != j}(a_j - a_l) for the finite points a = 0, 1, -1, 2, -2,
+/// and (0, 0, 0, 0, 1) for infinity.
 template <class T>
-void winograd_weights(std::size_t M, std::size_t C, const T* w, T* U) {
+void winograd_weights_of(std::size_t o, std::size_t M, std::size_t C, const T* w, T* U) {
     static constexpr double G[6][5] = {
         {1.0 / 4, 0, 0, 0, 0},
         {-1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6},
@@ -95,23 +96,22 @@ void winograd_weights(std::size_t M, std::size_t C, const T* w, T* U) {
         {1.0 / 24, -2.0 / 24, 4.0 / 24, -8.0 / 24, 16.0 / 24},
         {0, 0, 0, 0, 1},
     };
-    for (std::size_t o = 0; o < M; ++o)
-        for (std::size_t c = 0; c < C; ++c) {
-            const T* k = w + (o * C + c) * 25;
-            double t[6][5];  // G k
-            for (std::size_t i = 0; i < 6; ++i)
-                for (std::size_t b = 0; b < 5; ++b) {
-                    double s = 0;
-                    for (std::size_t a = 0; a < 5; ++a) s += G[i][a] * static_cast<double>(k[a * 5 + b]);
-                    t[i][b] = s;
-                }
-            for (std::size_t i = 0; i < 6; ++i)
-                for (std::size_t j = 0; j < 6; ++j) {
-                    double s = 0;
-                    for (std::size_t b = 0; b < 5; ++b) s += t[i][b] * G[j][b];
-                    U[((i * 6 + j) * C + c) * M + o] = static_cast<T>(s);
-                }
-        }
+    for (std::size_t c = 0; c < C; ++c) {
+        const T* k = w + (o * C + c) * 25;
+        double t[6][5];  // G k
+        for (std::size_t i = 0; i < 6; ++i)
+            for (std::size_t b = 0; b < 5; ++b) {
+                double s = 0;
+                for (std::size_t a = 0; a < 5; ++a) s += G[i][a] * static_cast<double>(k[a * 5 + b]);
+                t[i][b] = s;
+            }
+        for (std::size_t i = 0; i < 6; ++i)
+            for (std::size_t j = 0; j < 6; ++j) {
+                double s = 0;
+                for (std::size_t b = 0; b < 5; ++b) s += t[i][b] * G[j][b];
+                U[((i * 6 + j) * C + c) * M + o] = static_cast<T>(s);
+            }
+    }
 }
 
 /// v = B^T d for one column of six vectors (B^T of the points 0, +-1, +-2, infinity):
@@ -235,10 +235,11 @@ OAR_ALWAYS_INLINE void wino_deinterleave_row(const T* st, std::size_t OW, std::s
         for (std::size_t l = 0; l < cnt; ++l) y[l * out_size + ox] = st[ox * L + l];
 }
 
-/// out(RO x NV vectors) = sum_c u[c*M + r] * v[c*N + j*L]: one point's GEMM micro-tile (rows are
+/// out(RO x NV vectors) = sum_c u[c*M + r] * v[c*vc + j*vt]: one point's GEMM micro-tile (rows are
 /// output channels, columns (tile, lane)), stored whole at out[r*N + j*L].
 template <std::size_t RO, std::size_t NV, class T>
-void wino_tile(std::size_t C, const T* u, std::size_t M, const T* v, std::size_t N, T* out) {
+void wino_tile(std::size_t C, const T* u, std::size_t M, const T* v, std::size_t vc, std::size_t vt, T* out,
+               std::size_t N) {
     using V = xsimd::batch<T>;
     constexpr std::size_t L = V::size;
     V acc[RO][NV];
@@ -246,7 +247,7 @@ void wino_tile(std::size_t C, const T* u, std::size_t M, const T* v, std::size_t
         for (std::size_t j = 0; j < NV; ++j) acc[r][j] = V(T(0));
     for (std::size_t c = 0; c < C; ++c) {
         V b[NV];
-        for (std::size_t j = 0; j < NV; ++j) b[j] = V::load_aligned(v + c * N + j * L);
+        for (std::size_t j = 0; j < NV; ++j) b[j] = V::load_aligned(v + c * vc + j * vt);
         for (std::size_t r = 0; r < RO; ++r) {
             const V a(u[c * M + r]);
             for (std::size_t j = 0; j < NV; ++j) acc[r][j] = xsimd::fma(a, b[j], acc[r][j]);
@@ -271,12 +272,12 @@ void wino_tile_row(std::size_t C, std::size_t M, std::size_t OH, std::size_t OW,
     using V = xsimd::batch<T>;
     constexpr std::size_t L = V::size;
     const std::size_t TW = (OW + 1) / 2, out_size = M * OH * OW;
-    // Point p's (C, N) block of V at vb + p*vs, its (M, N) block of the product at mb + p*ms. The
-    // strides are one vector more than the blocks: a power-of-two multiple (C*N*4 = 5 KB here)
-    // would put the 36 points of a tile on the same few L1 sets (4 of 64), and they are stored and
-    // loaded together.
-    const std::size_t vs = C * wino_block * L + L, ms = M * wino_block * L + L;
-    T* vb = scratch<T, slot_wino_v>(wino_points * vs);
+    // V at vb[((c*nb + t)*36 + p)*L]: a tile's 36 transformed vectors are stored one after the other
+    // (36 separate store streams were slower). Point p's (M, N) block of the product at mb + p*ms,
+    // the stride one vector more than the block: a power-of-two multiple (M*N*4 = 5 KB here) would
+    // put the 36 points of a tile on the same few L1 sets (4 of 64), and they are loaded together.
+    const std::size_t ms = M * wino_block * L + L;
+    T* vb = scratch<T, slot_wino_v>(wino_points * C * wino_block * L);
     T* mb = scratch<T, slot_wino_m>(wino_points * ms);
     // The tile row's outputs, interleaved: st[((o*2 + a)*ws + ox)*L + l], ws = 2*TW rounded up to
     // 16 (whole transposes), then written to the images row by row.
@@ -297,15 +298,17 @@ void wino_tile_row(std::size_t C, std::size_t M, std::size_t OH, std::size_t OW,
                 for (std::size_t i = 0; i < 6; ++i) {  // then rows: (B^T d) B = (B^T (B^T d)^T)^T
                     V v[6];
                     wino_input_1d(cols[i][0], cols[i][1], cols[i][2], cols[i][3], cols[i][4], cols[i][5], v, 1);
-                    for (std::size_t j = 0; j < 6; ++j) v[j].store_aligned(vb + (i * 6 + j) * vs + c * N + t * L);
+                    for (std::size_t j = 0; j < 6; ++j)
+                        v[j].store_aligned(vb + ((c * nb + t) * wino_points + i * 6 + j) * L);
                 }
             }
         // The sum over channels: 36 GEMMs (M x C) x (C x N).
         for (std::size_t p = 0; p < wino_points; ++p)
             for (std::size_t o = 0; o < M; o += wino_rows) {
                 const std::size_t ro = std::min(wino_rows, M - o);
-                wino_tiles<T>[(ro - 1) * wino_block + (nb - 1)](C, U + p * C * M + o, M, vb + p * vs, N,
-                                                                 mb + p * ms + o * N);
+                wino_tiles<T>[(ro - 1) * wino_block + (nb - 1)](C, U + p * C * M + o, M, vb + p * L,
+                                                                 nb * wino_points * L, wino_points * L,
+                                                                 mb + p * ms + o * N, N);
             }
         // Output transform: Y = A^T m A, the bias added, the ReLU applied, lanes to their images.
         for (std::size_t o = 0; o < M; ++o)
@@ -350,7 +353,7 @@ void winograd_conv_batch(std::size_t C, std::size_t H, std::size_t W, std::size_
     const std::size_t Hq = 2 * TH + 4, Wq = 2 * TW + 4, in_size = C * H * W, out_size = M * OH * OW;
     const std::size_t groups = (n + L - 1) / L, slab = C * Hq * Wq * L;
     T* U = scratch<T, slot_wino_u>(wino_points * C * M);
-    winograd_weights(M, C, w, U);
+    default_pool().parallel_for(M, [&](std::size_t o) { winograd_weights_of(o, M, C, w, U); });
     T* xi = scratch<T, slot_wino_in>(groups * slab);  // the caller's: the tasks share it
     const T* Uc = U;
     default_pool().parallel_for(groups * C, [&](std::size_t k) {
