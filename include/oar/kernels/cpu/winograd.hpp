@@ -236,17 +236,18 @@ OAR_ALWAYS_INLINE void wino_deinterleave_row(const T* st, std::size_t OW, std::s
 }
 
 /// out(RO x NV vectors) = sum_c u[c*M + r] * v[c*vc + j*vt]: one point's GEMM micro-tile (rows are
-/// output channels, columns (tile, lane)), stored whole at out[r*N + j*L].
+/// output channels, columns (tile, lane)), stored whole at out[r*N + j*L]. C >= 1; channel 0's
+/// products start the accumulators.
 template <std::size_t RO, std::size_t NV, class T>
 void wino_tile(std::size_t C, const T* u, std::size_t M, const T* v, std::size_t vc, std::size_t vt, T* out,
                std::size_t N) {
     using V = xsimd::batch<T>;
     constexpr std::size_t L = V::size;
-    V acc[RO][NV];
+    V acc[RO][NV], b[NV];
+    for (std::size_t j = 0; j < NV; ++j) b[j] = V::load_aligned(v + j * vt);
     for (std::size_t r = 0; r < RO; ++r)
-        for (std::size_t j = 0; j < NV; ++j) acc[r][j] = V(T(0));
-    for (std::size_t c = 0; c < C; ++c) {
-        V b[NV];
+        for (std::size_t j = 0; j < NV; ++j) acc[r][j] = V(u[r]) * b[j];
+    for (std::size_t c = 1; c < C; ++c) {
         for (std::size_t j = 0; j < NV; ++j) b[j] = V::load_aligned(v + c * vc + j * vt);
         for (std::size_t r = 0; r < RO; ++r) {
             const V a(u[c * M + r]);
