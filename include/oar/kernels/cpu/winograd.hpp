@@ -1,6 +1,7 @@
 // Winograd F(2x2, 5x5): a stride-1, 5x5 convolution over many channels with 36 multiplications
-// per output pair of rows and columns (a 6x6 input tile gives a 2x2 output tile) instead of 100:
-// about 2.8 times fewer multiply-adds than the direct kernel, for the transforms' cost. Used by
+// per 2x2 output tile and (input, output) channel pair (a 6x6 input tile gives the 2x2 outputs)
+// instead of 100: about 2.8 times fewer multiply-adds than the direct kernel, for the transforms'
+// cost. Used by
 // conv.hpp (winograd_applies) for float convolutions of at least 8 input and 8 output channels:
 // the course's second convolution, forward and input gradient (the same kernel on dy with the
 // flipped weights). Interpolation points 0, 1, -1, 2, -2 and infinity (Lavin and Gray, "Fast
