@@ -531,7 +531,6 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
     T* partials = scratch<T, slot_partials>(groups * wsize);  // (groups, out_c, CKK)
     // With stride 1, dx = conv(dy, flipped w) with padding K-1-pad: wf (C, out_c*K*K).
     // (Only from 8 input channels: the flipped product has C rows, too few below that.)
-    // For 5x5 kernels in float, the whole batch's dx after the groups, by Winograd (wino_dx).
     const bool flipped = dx && g.stride == 1 && C >= 8;
     const ConvGeometry gd{out_c, g.out_height(), g.out_width(), K, 1, K - 1 - g.pad};
     // Winograd computes dx of samples [0, wino_n), after the groups; the rest per sample below.

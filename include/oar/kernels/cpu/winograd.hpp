@@ -1,8 +1,8 @@
 // Winograd F(2x2, 5x5): a stride-1, 5x5 convolution over many channels with 36 multiplications
 // per 2x2 output tile and (input, output) channel pair (a 6x6 input tile gives the 2x2 outputs)
 // instead of 100: about 2.8 times fewer multiply-adds than the direct kernel, for the transforms'
-// cost. Used by
-// conv.hpp (winograd_applies) for float convolutions of at least 8 input and 8 output channels:
+// cost. Used by conv.hpp (winograd_applies) for float convolutions of at least 8 input and 8
+// output channels:
 // the course's second convolution, forward and input gradient (the same kernel on dy with the
 // flipped weights). Interpolation points 0, 1, -1, 2, -2 and infinity (Lavin and Gray, "Fast
 // Algorithms for Convolutional Neural Networks", 2016): the input transform B^T is the one of
@@ -33,6 +33,7 @@
 #include "../../config.hpp"            // OAR_ALWAYS_INLINE
 #include "../../core/simd.hpp"         // xsimd::batch, fma, select
 #include "../../core/thread_pool.hpp"  // default_pool
+#include "elementwise.hpp"             // relu_fn: the fused ReLU
 #include "gemm.hpp"                    // cpu_detail::scratch
 
 namespace oar {
@@ -131,6 +132,16 @@ OAR_ALWAYS_INLINE void wino_input_1d(const V& d0, const V& d1, const V& d2, cons
     v[3 * stride] = t3 + t4;
     v[4 * stride] = t3 - t4;
     v[5 * stride] = xsimd::fnma(five, d3, xsimd::fma(four, d1, d5));
+}
+
+/// (y0, y1) = A^T q for six vectors (A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 1]), the output transform's
+/// 1-D step, applied to the columns of m and then to the two rows that gives.
+template <class V>
+OAR_ALWAYS_INLINE void wino_output_1d(const V* q, V& y0, V& y1) {
+    using T = typename V::value_type;
+    const V s12 = q[1] + q[2], d12 = q[1] - q[2], s34 = q[3] + q[4], d34 = q[3] - q[4];
+    y0 = q[0] + s12 + s34;
+    y1 = xsimd::fma(V(T(2)), d34, d12) + q[5];
 }
 
 /// Whether the (de)interleaving of lanes uses AVX-512 16 x 16 transposes (float, 16 lanes).
@@ -315,23 +326,21 @@ void wino_tile_row(std::size_t C, std::size_t M, std::size_t OH, std::size_t OW,
         // Output transform: Y = A^T m A, the bias added, the ReLU applied, lanes to their images.
         for (std::size_t o = 0; o < M; ++o)
             for (std::size_t t = 0; t < nb; ++t) {
-                V r0[6], r1[6];  // A^T m: rows 0 and 1 (A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 1])
+                V rows[2][6];  // A^T m: rows 0 and 1
                 for (std::size_t j = 0; j < 6; ++j) {
                     V m[6];
                     for (std::size_t i = 0; i < 6; ++i) m[i] = V::load_aligned(mb + (i * 6 + j) * ms + o * N + t * L);
-                    const V s12 = m[1] + m[2], d12 = m[1] - m[2], s34 = m[3] + m[4], d34 = m[3] - m[4];
-                    r0[j] = m[0] + s12 + s34;
-                    r1[j] = xsimd::fma(V(T(2)), d34, d12) + m[5];
+                    wino_output_1d(m, rows[0][j], rows[1][j]);
                 }
                 const V b(bias ? bias[o] : T(0));
-                const V* rows[2] = {r0, r1};
                 for (std::size_t a = 0; a < 2; ++a) {
-                    const V* q = rows[a];
-                    const V s12 = q[1] + q[2], d12 = q[1] - q[2], s34 = q[3] + q[4], d34 = q[3] - q[4];
-                    V y0 = q[0] + s12 + s34 + b, y1 = xsimd::fma(V(T(2)), d34, d12) + q[5] + b;
+                    V y0, y1;
+                    wino_output_1d(rows[a], y0, y1);
+                    y0 = y0 + b;
+                    y1 = y1 + b;
                     if constexpr (Relu) {
-                        y0 = xsimd::select(y0 < V(T(0)), V(T(0)), y0);
-                        y1 = xsimd::select(y1 < V(T(0)), V(T(0)), y1);
+                        y0 = relu_fn{}.simd_apply(y0);
+                        y1 = relu_fn{}.simd_apply(y1);
                     }
                     T* row = st + ((o * 2 + a) * ws + 2 * (tx0 + t)) * L;
                     y0.store_aligned(row);
