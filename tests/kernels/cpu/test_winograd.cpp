@@ -3,6 +3,7 @@
 // padding 0..4, batches that leave a partial group of SIMD lanes, output channels that leave
 // partial micro-tiles; the fused ReLU bit for bit; the same bits on 1, 2 and 3 threads; and where
 // conv.hpp takes it (winograd_applies, set_conv_winograd) with the results of the batch kernels.
+// The same for the weight gradient (winograd_dw_batch): bound, thread counts, conv2d_backward.
 //
 // Error bound. Each output of tile (ty, tx) is a fixed linear function of the tile's 6x6 inputs
 // per channel: rounding in the input transform (coefficients up to 5 per pass), the 36-point
@@ -12,6 +13,13 @@
 // (printed by INFO on failure): 5.4 over the cases below, 14.2 with channels scaled by 2^-10..2^9;
 // the direct kernel, 1.9 on the same data. kappa = 64 leaves a margin of 4.5 over the worst. A
 // wrong sign or coefficient in any transform gives errors of the size of the outputs themselves.
+//
+// The weight gradient (winograd_dw_batch) has its own bound, per (output, input) channel pair:
+//   |dw - exact| <= kappa_dw * u * sum over images and 2x2 tiles of ||dy tile||_1 * max |x over the 6x6 tile|,
+// the scale of the sum it computes, tile by tile. Measured worst ratios: 10.1 over the cases below
+// (the largest on the smallest case, 3 images of 5 x 7 outputs), 2.7 with channels scaled by
+// 2^-10..2^9; the direct kernel, 0.10 on the course's shape. kappa_dw = 64 leaves a margin of 6.3;
+// a relative change of 6e-5 to one coefficient of G gives ratios up to 190.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/conv.hpp>      // conv2d_forward(_relu) / backward: where Winograd is taken
@@ -19,7 +27,7 @@
 #include <oar/core/thread_pool.hpp>      // set_num_threads: results must not depend on it
 
 #include <algorithm>  // std::max, std::equal
-#include <cmath>      // std::abs
+#include <cmath>      // std::abs, std::ldexp
 #include <cstddef>    // std::size_t, std::ptrdiff_t
 #include <string>     // std::to_string
 #include <utility>    // std::pair
@@ -250,5 +258,173 @@ TEST_CASE("winograd_images leaves a last group of up to 5/8 of the lanes to the 
         CHECK(winograd_images<float>(11) == 11);
         CHECK(winograd_images<float>(26) == 16);
         CHECK(winograd_images<float>(27) == 27);
+    }
+}
+
+namespace {
+
+/// The weight gradient in double and its bound's scale per (o, c): sum over images and 2x2 output
+/// tiles of ||dy tile||_1 * max |x| over the tile's 6x6 inputs (zero padding included).
+struct DwReference {
+    std::vector<double> dw, scale;  // (M, C, 5, 5) and (M, C)
+};
+
+DwReference dw_reference(const Case& k, const std::vector<float>& x, const std::vector<float>& dy) {
+    const std::size_t OH = k.H + 2 * k.pad - 4, OW = k.W + 2 * k.pad - 4;
+    DwReference r{std::vector<double>(k.M * k.C * 25, 0.0), std::vector<double>(k.M * k.C, 0.0)};
+    const auto pad = static_cast<std::ptrdiff_t>(k.pad);
+    auto at = [&](std::size_t s, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) -> double {
+        if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(k.H) || ix >= static_cast<std::ptrdiff_t>(k.W))
+            return 0.0;
+        return x[((s * k.C + c) * k.H + static_cast<std::size_t>(iy)) * k.W + static_cast<std::size_t>(ix)];
+    };
+    auto g = [&](std::size_t s, std::size_t o, std::size_t oy, std::size_t ox) -> double {
+        return oy < OH && ox < OW ? dy[((s * k.M + o) * OH + oy) * OW + ox] : 0.0;
+    };
+    for (std::size_t s = 0; s < k.n; ++s)
+        for (std::size_t o = 0; o < k.M; ++o)
+            for (std::size_t c = 0; c < k.C; ++c) {
+                for (std::size_t ky = 0; ky < 5; ++ky)
+                    for (std::size_t kx = 0; kx < 5; ++kx) {
+                        double acc = 0.0;
+                        for (std::size_t oy = 0; oy < OH; ++oy)
+                            for (std::size_t ox = 0; ox < OW; ++ox)
+                                acc += g(s, o, oy, ox) * at(s, c, static_cast<std::ptrdiff_t>(oy + ky) - pad,
+                                                            static_cast<std::ptrdiff_t>(ox + kx) - pad);
+                        r.dw[(o * k.C + c) * 25 + ky * 5 + kx] += acc;
+                    }
+                for (std::size_t ty = 0; ty < OH; ty += 2)
+                    for (std::size_t tx = 0; tx < OW; tx += 2) {
+                        double g1 = 0.0, xmax = 0.0;
+                        for (std::size_t a = 0; a < 2; ++a)
+                            for (std::size_t b = 0; b < 2; ++b) g1 += std::abs(g(s, o, ty + a, tx + b));
+                        for (std::ptrdiff_t i = 0; i < 6; ++i)
+                            for (std::ptrdiff_t j = 0; j < 6; ++j)
+                                xmax = std::max(xmax, std::abs(at(s, c, static_cast<std::ptrdiff_t>(ty) + i - pad,
+                                                                  static_cast<std::ptrdiff_t>(tx) + j - pad)));
+                        r.scale[o * k.C + c] += g1 * xmax;
+                    }
+            }
+    return r;
+}
+
+constexpr double kappa_dw = 64.0;
+
+/// The worst |dw - exact| / (u * scale) and how many weights exceed kappa_dw.
+std::pair<double, std::size_t> dw_error_ratio(const std::vector<float>& dw, const DwReference& r) {
+    double worst = 0.0;
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < dw.size(); ++i) {
+        const double ratio = std::abs(dw[i] - r.dw[i]) / (unit_roundoff * std::max(r.scale[i / 25], 1e-30));
+        worst = std::max(worst, ratio);
+        bad += !(ratio <= kappa_dw);  // NaN counts as bad
+    }
+    return {worst, bad};
+}
+
+std::vector<float> run_dw(const Case& k, const std::vector<float>& x, const std::vector<float>& dy) {
+    std::vector<float> dw(k.M * k.C * 25, 0.0f);
+    oar::cpu_detail::winograd_dw_batch(k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), dy.data(), dw.data());
+    return dw;
+}
+
+constexpr Case dw_cases[] = {
+    {20, 14, 14, 2, 20, 19},  // the course's second convolution; one full group and 3 lanes (AVX-512)
+    {8, 7, 9, 1, 9, 3},       // odd outputs (5 x 7), 9 output channels: a partial micro-tile row
+    {9, 10, 11, 0, 13, 17},   // no padding, 9 input channels (partial micro-tile columns), 13 outputs
+    {12, 6, 6, 4, 13, 5},     // padding 4
+    {20, 14, 14, 2, 20, 33},  // three groups
+};
+
+}  // namespace
+
+TEST_CASE("Winograd's weight gradient equals the direct one in double within its error bound") {
+    for (const Case& k : dw_cases) {
+        INFO(describe(k));
+        const std::size_t OH = k.H + 2 * k.pad - 4, OW = k.W + 2 * k.pad - 4;
+        const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 91);
+        const auto dy = random_vector<float>(k.n * k.M * OH * OW, 92);
+        const auto dw = run_dw(k, x, dy);
+        const auto e = dw_error_ratio(dw, dw_reference(k, x, dy));
+        INFO("worst error / (u * scale) = " << e.first);
+        CHECK(e.second == 0);
+        // It adds to dw: a second call on the same buffer doubles it.
+        std::vector<float> twice = dw;
+        oar::cpu_detail::winograd_dw_batch(k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), dy.data(), twice.data());
+        std::size_t not_doubled = 0;
+        for (std::size_t i = 0; i < dw.size(); ++i) not_doubled += twice[i] != 2.0f * dw[i];
+        CHECK(not_doubled == 0);
+    }
+}
+
+TEST_CASE("Winograd's weight-gradient bound holds for channels of very different sizes") {
+    // Input channel c scaled by 2^(c - 10), output channel o's dy by 2^(9 - o): the scale is per pair.
+    const Case k{20, 14, 14, 2, 20, 17};
+    auto x = random_vector<float>(k.n * k.C * k.H * k.W, 93);
+    auto dy = random_vector<float>(k.n * k.M * 14 * 14, 94);
+    for (std::size_t s = 0; s < k.n; ++s) {
+        for (std::size_t c = 0; c < k.C; ++c)
+            for (std::size_t p = 0; p < k.H * k.W; ++p)
+                x[(s * k.C + c) * k.H * k.W + p] *= static_cast<float>(std::ldexp(1.0, static_cast<int>(c) - 10));
+        for (std::size_t o = 0; o < k.M; ++o)
+            for (std::size_t p = 0; p < 14 * 14; ++p)
+                dy[(s * k.M + o) * 196 + p] *= static_cast<float>(std::ldexp(1.0, 9 - static_cast<int>(o)));
+    }
+    const auto e = dw_error_ratio(run_dw(k, x, dy), dw_reference(k, x, dy));
+    INFO("worst error / (u * scale) = " << e.first);
+    CHECK(e.second == 0);
+}
+
+TEST_CASE("Winograd's weight gradient is bit-identical whatever the thread count") {
+    const Case k{20, 14, 14, 2, 20, 37};
+    const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 95);
+    const auto dy = random_vector<float>(k.n * k.M * 14 * 14, 96);
+    std::vector<std::vector<float>> runs;
+    for (std::size_t threads : {1u, 2u, 3u}) {
+        oar::set_num_threads(threads);
+        runs.push_back(run_dw(k, x, dy));
+    }
+    oar::set_num_threads(oar::default_thread_count());
+    CHECK(runs[0] == runs[1]);
+    CHECK(runs[0] == runs[2]);
+}
+
+TEST_CASE("conv2d_backward's weight gradient is Winograd's for the first samples plus the direct kernel's for the rest") {
+    // The first winograd_images(n) samples' gradient comes from winograd_dw_batch, the last two
+    // samples' from the direct kernel (one group of conv_dw_group): dw = Winograd's + direct's
+    // bits, db the direct path's bits exactly. Switched off, all direct; both within the bound.
+    const oar::ConvGeometry g{20, 14, 14, 5, 1, 2};
+    constexpr std::size_t L = xsimd::batch<float>::size;
+    const std::size_t n = 2 * L + 2, M = 20, in_size = 20 * 14 * 14, out_size = M * 14 * 14;
+    const std::size_t nw = oar::cpu_detail::winograd_images<float>(n);
+    REQUIRE(nw == 2 * L);
+    REQUIRE(nw / oar::cpu_detail::conv_dw_group == (n - 1) / oar::cpu_detail::conv_dw_group);  // tail: one group
+    const auto x = random_vector<float>(n * in_size, 97), w = random_vector<float>(M * 500, 98, 0.2);
+    const auto dy = random_vector<float>(n * out_size, 99);
+    auto backward = [&](bool on, std::size_t from, std::size_t count) {
+        oar::set_conv_winograd(on);
+        std::vector<float> dw(M * 500, 0.0f), db(M, 0.0f);
+        oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, M, count, x.data() + from * in_size, w.data(),
+                                                             dy.data() + from * out_size, dw.data(), db.data(),
+                                                             static_cast<float*>(nullptr));
+        oar::set_conv_winograd(true);
+        return std::pair{dw, db};
+    };
+    const auto [dw, db] = backward(true, 0, n);
+    const auto [direct_dw, direct_db] = backward(false, 0, n);
+    const auto tail = backward(false, nw, n - nw).first;
+    const Case head{20, 14, 14, 2, M, nw};
+    const auto wino = run_dw(head, x, dy);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < dw.size(); ++i) differ += dw[i] != wino[i] + tail[i];
+    CHECK(differ == 0);
+    CHECK(db == direct_db);
+    CHECK(dw != direct_dw);  // the two kernels round differently
+    const Case all{20, 14, 14, 2, M, n};
+    const auto ref = dw_reference(all, x, dy);
+    for (const auto* d : {&dw, &direct_dw}) {
+        const auto e = dw_error_ratio(*d, ref);
+        INFO("dw: worst error / (u * scale) = " << e.first);
+        CHECK(e.second == 0);
     }
 }

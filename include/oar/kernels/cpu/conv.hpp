@@ -11,8 +11,9 @@
 // (conv_dw_stride1), with the bias gradient alongside. Other strides: im2col / im2row + GEMM,
 // col2im for the input gradient, the bias fused by starting C at the bias (beta = 1).
 // Float convolutions with 5x5 kernels, stride 1 and 8+ input and output channels (the course's
-// second one) take Winograd F(2x2, 5x5) instead, forward and input gradient (winograd.hpp), except
-// a last small group of SIMD lanes' samples; set_conv_winograd(false) keeps them on the direct path.
+// second one) take Winograd F(2x2, 5x5) instead, forward, input and weight gradient (winograd.hpp),
+// except a last small group of SIMD lanes' samples; set_conv_winograd(false) keeps them on the
+// direct path.
 // A ReLU after the convolution can be fused (op::conv2d_forward_relu / conv2d_backward_relu, chosen
 // by Network at compile time): the forward applies max(., 0) as the output is copied out (stride 1)
 // or to each sample's output while it is in cache; the backward masks each group's dy in place with
@@ -551,11 +552,18 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
     // gradient per sample alongside; other strides: im2row + GEMM per sample, bias_grad after.
     const bool dw_direct = g.stride == 1;
     T* dbs = dw_direct ? scratch<T, slot_db>(n * out_c) : nullptr;  // (n, out_c) per-sample sums
+    // Winograd computes the weight gradient of samples [0, wino_dw), after the groups (which then
+    // only sum those samples' dy for the bias); the groups' partials cover the rest.
+    const std::size_t wino_dw = dw_direct && winograd_applies<T>(C, out_c, K, 1) ? winograd_images<T>(n) : 0;
     default_pool().parallel_for(groups, [&](std::size_t grp) {
         T* part = partials + grp * wsize;  // (out_c, CKK)
         const std::size_t s0 = grp * conv_dw_group, s1 = std::min(n, s0 + conv_dw_group);
         if constexpr (Relu) relu_mask(ry + s0 * out_c * P, dy_mut + s0 * out_c * P, (s1 - s0) * out_c * P);
-        if (dw_direct) conv_dw_stride1(g, out_c, s0, s1, x, dy, part, dbs + s0 * out_c);
+        if (dw_direct) {
+            const std::size_t d0 = std::max(s0, std::min(s1, wino_dw));  // the direct kernel's samples [d0, s1)
+            for (std::size_t i = s0 * out_c; i < d0 * out_c; ++i) dbs[i] = sum_run(dy + i * P, P);
+            if (d0 < s1) conv_dw_stride1(g, out_c, d0, s1, x, dy, part, dbs + d0 * out_c);
+        }
         for (std::size_t s = s0; s < s1; ++s) {
             const T* dys = dy + s * out_c * P;  // (out_c, P)
             if (!dw_direct) {
@@ -580,7 +588,9 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
     if (wino_n > 0)  // every group's dy is masked by now
         winograd_conv_batch<false>(out_c, g.out_height(), g.out_width(), K - 1 - g.pad, C, wino_n, dy,
                                    static_cast<const T*>(wf), static_cast<const T*>(nullptr), dx);
+    if (wino_dw > 0) winograd_dw_batch(C, g.height, g.width, g.pad, out_c, wino_dw, x, dy, dw);
     for (std::size_t grp = 0; grp < groups; ++grp) {  // in group order: independent of threads
+        if (dw_direct && std::min(n, (grp + 1) * conv_dw_group) <= wino_dw) continue;  // all Winograd's
         const T* part = partials + grp * wsize;
         for (std::size_t i = 0; i < wsize; ++i) dw[i] += part[i];
     }

@@ -84,20 +84,25 @@ inline constexpr std::size_t wino_block = 4;
 /// Rows (output channels) per GEMM micro-tile: wino_rows x wino_block accumulators (20 of 32).
 inline constexpr std::size_t wino_rows = 5;
 
+/// G (6x5): row j is a_j^k / prod_{l != j}(a_j - a_l) for the finite points a = 0, 1, -1, 2, -2,
+/// and (0, 0, 0, 0, 1) for infinity. The weight transform is G w G^T; the weight gradient's last
+/// step, its adjoint, G^T m G.
+inline constexpr double wino_G[6][5] = {
+    {1.0 / 4, 0, 0, 0, 0},
+    {-1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6},
+    {-1.0 / 6, 1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6},
+    {1.0 / 24, 2.0 / 24, 4.0 / 24, 8.0 / 24, 16.0 / 24},
+    {1.0 / 24, -2.0 / 24, 4.0 / 24, -8.0 / 24, 16.0 / 24},
+    {0, 0, 0, 0, 1},
+};
+
 /// Output channel o's part of U (36, C, M): U[(p*C + c)*M + o] = (G w[o][c] G^T)[p] for w
 /// (M, C, 5, 5), computed in double and rounded once (the channels run on the pool's threads).
 /// G (6x5): row j is a_j^k / prod_{l != j}(a_j - a_l) for the finite points a = 0, 1, -1, 2, -2,
 /// and (0, 0, 0, 0, 1) for infinity.
 template <class T>
 void winograd_weights_of(std::size_t o, std::size_t M, std::size_t C, const T* w, T* U) {
-    static constexpr double G[6][5] = {
-        {1.0 / 4, 0, 0, 0, 0},
-        {-1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6},
-        {-1.0 / 6, 1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6},
-        {1.0 / 24, 2.0 / 24, 4.0 / 24, 8.0 / 24, 16.0 / 24},
-        {1.0 / 24, -2.0 / 24, 4.0 / 24, -8.0 / 24, 16.0 / 24},
-        {0, 0, 0, 0, 1},
-    };
+    constexpr const auto& G = wino_G;
     for (std::size_t c = 0; c < C; ++c) {
         const T* k = w + (o * C + c) * 25;
         double t[6][5];  // G k
@@ -278,6 +283,31 @@ constexpr auto make_wino_tiles(std::index_sequence<I...>) {
 template <class T>
 inline constexpr auto wino_tiles = make_wino_tiles<T>(std::make_index_sequence<wino_rows * wino_block>{});
 
+/// The input transform V = B^T d B of tiles (ty, tx0 + t), t < nb, for each of C channels of the
+/// interleaved xi (C, Hq, Wq, L): tile (c, t)'s 36 vectors one after the other at
+/// vb[((c*nb + t)*36 + p)*L] (36 separate store streams were slower).
+template <class T>
+void wino_input_tiles(std::size_t C, std::size_t Hq, std::size_t Wq, std::size_t ty, std::size_t tx0,
+                      std::size_t nb, const T* xi, T* vb) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t L = V::size;
+    for (std::size_t c = 0; c < C; ++c)
+        for (std::size_t t = 0; t < nb; ++t) {
+            const T* base = xi + ((c * Hq + 2 * ty) * Wq + 2 * (tx0 + t)) * L;
+            V cols[6][6];  // cols[i][j] = (B^T d)[i][j]: columns first
+            for (std::size_t j = 0; j < 6; ++j) {
+                V d[6];
+                for (std::size_t i = 0; i < 6; ++i) d[i] = V::load_aligned(base + (i * Wq + j) * L);
+                wino_input_1d(d[0], d[1], d[2], d[3], d[4], d[5], &cols[0][j], 6);
+            }
+            for (std::size_t i = 0; i < 6; ++i) {  // then rows: (B^T d) B = (B^T (B^T d)^T)^T
+                V v[6];
+                wino_input_1d(cols[i][0], cols[i][1], cols[i][2], cols[i][3], cols[i][4], cols[i][5], v, 1);
+                for (std::size_t j = 0; j < 6; ++j) v[j].store_aligned(vb + ((c * nb + t) * wino_points + i * 6 + j) * L);
+            }
+        }
+}
+
 /// One task: output rows 2*ty and 2*ty + 1 of every channel, for the group's images.
 template <bool Relu, class T>
 void wino_tile_row(std::size_t C, std::size_t M, std::size_t OH, std::size_t OW, std::size_t Hq, std::size_t Wq,
@@ -285,8 +315,7 @@ void wino_tile_row(std::size_t C, std::size_t M, std::size_t OH, std::size_t OW,
     using V = xsimd::batch<T>;
     constexpr std::size_t L = V::size;
     const std::size_t TW = (OW + 1) / 2, out_size = M * OH * OW;
-    // V at vb[((c*nb + t)*36 + p)*L]: a tile's 36 transformed vectors are stored one after the other
-    // (36 separate store streams were slower). Point p's (M, N) block of the product at mb + p*ms,
+    // V at vb[((c*nb + t)*36 + p)*L] (wino_input_tiles). Point p's (M, N) block of the product at mb + p*ms,
     // the stride one vector more than the block: a power-of-two multiple (M*N*4 = 5 KB here) would
     // put the 36 points of a tile on the same few L1 sets (4 of 64), and they are loaded together.
     const std::size_t ms = M * wino_block * L + L;
@@ -298,23 +327,7 @@ void wino_tile_row(std::size_t C, std::size_t M, std::size_t OH, std::size_t OW,
     T* st = scratch<T, slot_wino_st>(M * 2 * ws * L);
     for (std::size_t tx0 = 0; tx0 < TW; tx0 += wino_block) {
         const std::size_t nb = std::min(wino_block, TW - tx0), N = nb * L;
-        // Input transform: V = B^T d B for each channel and tile of the block.
-        for (std::size_t c = 0; c < C; ++c)
-            for (std::size_t t = 0; t < nb; ++t) {
-                const T* base = xi + ((c * Hq + 2 * ty) * Wq + 2 * (tx0 + t)) * L;
-                V cols[6][6];  // cols[i][j] = (B^T d)[i][j]: columns first
-                for (std::size_t j = 0; j < 6; ++j) {
-                    V d[6];
-                    for (std::size_t i = 0; i < 6; ++i) d[i] = V::load_aligned(base + (i * Wq + j) * L);
-                    wino_input_1d(d[0], d[1], d[2], d[3], d[4], d[5], &cols[0][j], 6);
-                }
-                for (std::size_t i = 0; i < 6; ++i) {  // then rows: (B^T d) B = (B^T (B^T d)^T)^T
-                    V v[6];
-                    wino_input_1d(cols[i][0], cols[i][1], cols[i][2], cols[i][3], cols[i][4], cols[i][5], v, 1);
-                    for (std::size_t j = 0; j < 6; ++j)
-                        v[j].store_aligned(vb + ((c * nb + t) * wino_points + i * 6 + j) * L);
-                }
-            }
+        wino_input_tiles(C, Hq, Wq, ty, tx0, nb, xi, vb);
         // The sum over channels: 36 GEMMs (M x C) x (C x N).
         for (std::size_t p = 0; p < wino_points; ++p)
             for (std::size_t o = 0; o < M; o += wino_rows) {
@@ -376,6 +389,213 @@ void winograd_conv_batch(std::size_t C, std::size_t H, std::size_t W, std::size_
         wino_tile_row<Relu>(C, M, OH, OW, Hq, Wq, ty, static_cast<const T*>(xi + g * slab), Uc, bias,
                             y + s0 * out_size, std::min(L, n - s0));
     });
+}
+
+// The weight gradient. Y = A^T [(G w G^T) (.) V] A is linear in w, so its adjoint gives
+//   dw = G^T [ sum over images and tiles of (A dY A^T) (.) V ] G       per (output, input) channel,
+// with V = B^T d B the forward's input transform: for each of the 36 points a GEMM
+// (M x tiles*images) x (tiles*images x C), 2.8 times fewer multiply-adds than the direct kernel.
+// The images are again the lanes, so each point's sum runs along the lanes too: the micro-tiles
+// accumulate a block of tiles in registers, then fold their lanes to 4 (wino_fold4) into the
+// group's partial sums (36, M, C4, 4); after all groups the partials are added in double, in
+// group order, and G^T m G is applied in double (wino_dw_finish), so the bits do not depend on
+// the thread count.
+
+/// Scratch slots of the weight gradient: the group's interleaved images and dy, the partial sums.
+inline constexpr int slot_wino_xg = 17, slot_wino_dyg = 18, slot_wino_acc = 19;
+/// Tiles per block of the weight gradient (the K of its micro-tiles between folds).
+inline constexpr std::size_t wino_dw_block = 7;
+/// Output channels by input channels per micro-tile of the weight gradient: 4 x 4 accumulators.
+inline constexpr std::size_t wino_dw_rows = 4, wino_dw_cols = 4;
+
+/// q = A y for two vectors (A = [1 0; 1 1; 1 -1; 1 2; 1 -2; 0 1]): the adjoint of wino_output_1d,
+/// the 1-D step of dY's transform A dY A^T, written at q[i*stride].
+template <class V>
+OAR_ALWAYS_INLINE void wino_grad_1d(const V& y0, const V& y1, V* q, std::size_t stride) {
+    using T = typename V::value_type;
+    const V two(T(2));
+    q[0 * stride] = y0;
+    q[1 * stride] = y0 + y1;
+    q[2 * stride] = y0 - y1;
+    q[3 * stride] = xsimd::fma(two, y1, y0);
+    q[4 * stride] = xsimd::fnma(two, y1, y0);
+    q[5 * stride] = y1;
+}
+
+/// dY's transform A dY A^T of tiles (ty, tx0 + t), t < nb, for each of M channels of the
+/// interleaved dyi (M, Hd, Wd, L) (2x2 tiles, zero past the outputs): tile (o, t)'s 36 vectors at
+/// db[((o*nb + t)*36 + p)*L], as wino_input_tiles.
+template <class T>
+void wino_grad_tiles(std::size_t M, std::size_t Hd, std::size_t Wd, std::size_t ty, std::size_t tx0, std::size_t nb,
+                     const T* dyi, T* db) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t L = V::size;
+    for (std::size_t o = 0; o < M; ++o)
+        for (std::size_t t = 0; t < nb; ++t) {
+            const T* base = dyi + ((o * Hd + 2 * ty) * Wd + 2 * (tx0 + t)) * L;
+            V cols[6][2];  // A dY: columns first
+            for (std::size_t j = 0; j < 2; ++j)
+                wino_grad_1d(V::load_aligned(base + j * L), V::load_aligned(base + (Wd + j) * L), &cols[0][j], 2);
+            for (std::size_t i = 0; i < 6; ++i) {
+                V q[6];
+                wino_grad_1d(cols[i][0], cols[i][1], q, 1);
+                for (std::size_t j = 0; j < 6; ++j) q[j].store_aligned(db + ((o * nb + t) * wino_points + i * 6 + j) * L);
+            }
+        }
+}
+
+/// out[k*4 + j] += sum over i < L/4 of a_k[4i + j], k = 0..3: four accumulators' lanes folded to 4
+/// each and added to 16 consecutive partial sums. AVX-512: two rounds of 128-bit shuffles and adds.
+template <class T>
+OAR_ALWAYS_INLINE void wino_fold4(const xsimd::batch<T>& a, const xsimd::batch<T>& b, const xsimd::batch<T>& c,
+                                  const xsimd::batch<T>& d, T* out) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t L = V::size;
+#if defined(__AVX512F__)
+    if constexpr (wino_transposes<T>) {
+        constexpr __mmask16 all = 0xFFFF;
+        const __m512 ab = _mm512_add_ps(_mm512_mask_shuffle_f32x4(a, all, a, b, 0x44),   // a0 a1 b0 b1
+                                        _mm512_mask_shuffle_f32x4(a, all, a, b, 0xEE));  // + a2 a3 b2 b3
+        const __m512 cd = _mm512_add_ps(_mm512_mask_shuffle_f32x4(c, all, c, d, 0x44),
+                                        _mm512_mask_shuffle_f32x4(c, all, c, d, 0xEE));
+        const __m512 r = _mm512_add_ps(_mm512_mask_shuffle_f32x4(ab, all, ab, cd, 0x88),   // ab0 ab2 cd0 cd2
+                                       _mm512_mask_shuffle_f32x4(ab, all, ab, cd, 0xDD));  // + ab1 ab3 cd1 cd3
+        _mm512_storeu_ps(out, _mm512_add_ps(_mm512_loadu_ps(out), r));
+        return;
+    }
+#endif
+    alignas(64) T lanes[4][L];
+    a.store_aligned(lanes[0]);
+    b.store_aligned(lanes[1]);
+    c.store_aligned(lanes[2]);
+    d.store_aligned(lanes[3]);
+    for (std::size_t k = 0; k < 4; ++k)
+        for (std::size_t i = 0; i < L; ++i) out[k * 4 + i % 4] += lanes[k][i];
+}
+
+/// One point's weight-gradient micro-tile: acc(RO x RI) = sum over t < nt of d[r*ds + t*ts] (.)
+/// v[i*vs + t*ts] (nt >= 1), folded into part[r*ps + i*4 .. + 3] (lanes to 4, wino_fold4).
+template <std::size_t RO, std::size_t RI, class T>
+void wino_dw_tile(std::size_t nt, const T* d, std::size_t ds, const T* v, std::size_t vs, std::size_t ts, T* part,
+                  std::size_t ps) {
+    using V = xsimd::batch<T>;
+    // The d vectors of step t + 1 are loaded during step t, so they reach the FMAs as registers:
+    // loaded right before use, g++ folds each into the RI FMAs that read it (RO*RI + RI loads per
+    // RO*RI FMAs, load-bound on Zen 4). 16 accumulators + 2 x 4 d + 4 v vectors fit 32 registers.
+    V acc[RO][RI], a[RO], b[RI];
+    for (std::size_t r = 0; r < RO; ++r) a[r] = V::load_aligned(d + r * ds);
+    for (std::size_t t = 0;;) {
+        for (std::size_t i = 0; i < RI; ++i) b[i] = V::load_aligned(v + i * vs + t * ts);
+        const bool more = t + 1 < nt;
+        V an[RO];
+        if (more)
+            for (std::size_t r = 0; r < RO; ++r) an[r] = V::load_aligned(d + r * ds + (t + 1) * ts);
+        for (std::size_t r = 0; r < RO; ++r)
+            for (std::size_t i = 0; i < RI; ++i) acc[r][i] = t == 0 ? a[r] * b[i] : xsimd::fma(a[r], b[i], acc[r][i]);
+        if (!more) break;
+        for (std::size_t r = 0; r < RO; ++r) a[r] = an[r];
+        ++t;
+    }
+    for (std::size_t r = 0; r < RO; ++r) {
+        if constexpr (RI == 4) {
+            wino_fold4<T>(acc[r][0], acc[r][1], acc[r][2], acc[r][3], part + r * ps);
+        } else {
+            V cols[4] = {V(T(0)), V(T(0)), V(T(0)), V(T(0))};  // zeros past RI
+            for (std::size_t i = 0; i < RI; ++i) cols[i] = acc[r][i];
+            wino_fold4<T>(cols[0], cols[1], cols[2], cols[3], part + r * ps);
+        }
+    }
+}
+
+template <class T, std::size_t... I>
+constexpr auto make_wino_dw_tiles(std::index_sequence<I...>) {
+    return std::array{&wino_dw_tile<I / wino_dw_cols + 1, I % wino_dw_cols + 1, T>...};
+}
+/// wino_dw_tiles<T>[(ro - 1)*wino_dw_cols + (ri - 1)]: ro output by ri input channels.
+template <class T>
+inline constexpr auto wino_dw_tiles = make_wino_dw_tiles<T>(std::make_index_sequence<wino_dw_rows * wino_dw_cols>{});
+
+/// One task: the group of images [s0, s0 + cnt) (cnt <= L) summed into part (36, M, C4, 4), C4 =
+/// C rounded up to 4, zeroed first. x and dy point at image s0.
+template <class T>
+void wino_dw_group(std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M, const T* x,
+                   const T* dy, std::size_t cnt, T* part) {
+    using V = xsimd::batch<T>;
+    constexpr std::size_t L = V::size, P = wino_points;
+    const std::size_t OH = H + 2 * pad - 4, OW = W + 2 * pad - 4, TH = (OH + 1) / 2, TW = (OW + 1) / 2;
+    const std::size_t Hq = 2 * TH + 4, Wq = 2 * TW + 4, Hd = 2 * TH, Wd = 2 * TW, C4 = (C + 3) / 4 * 4;
+    T* xi = scratch<T, slot_wino_xg>(C * Hq * Wq * L);
+    T* dyi = scratch<T, slot_wino_dyg>(M * Hd * Wd * L);
+    for (std::size_t c = 0; c < C; ++c) wino_interleave(c, H, W, pad, Hq, Wq, L, x, C * H * W, cnt, xi);
+    for (std::size_t o = 0; o < M; ++o) wino_interleave(o, OH, OW, std::size_t{0}, Hd, Wd, L, dy, M * OH * OW, cnt, dyi);
+    T* vb = scratch<T, slot_wino_v>(P * C * wino_dw_block * L);
+    T* gb = scratch<T, slot_wino_m>(P * M * wino_dw_block * L);
+    std::fill(part, part + P * M * C4 * 4, T(0));
+    for (std::size_t ty = 0; ty < TH; ++ty)
+        for (std::size_t tx0 = 0; tx0 < TW; tx0 += wino_dw_block) {
+            const std::size_t nb = std::min(wino_dw_block, TW - tx0), ts = P * L, cs = nb * P * L;
+            wino_input_tiles(C, Hq, Wq, ty, tx0, nb, static_cast<const T*>(xi), vb);
+            wino_grad_tiles(M, Hd, Wd, ty, tx0, nb, static_cast<const T*>(dyi), gb);
+            for (std::size_t p = 0; p < P; ++p)
+                for (std::size_t o = 0; o < M; o += wino_dw_rows) {
+                    const std::size_t ro = std::min(wino_dw_rows, M - o);
+                    for (std::size_t c = 0; c < C; c += wino_dw_cols) {
+                        const std::size_t ri = std::min(wino_dw_cols, C - c);
+                        wino_dw_tiles<T>[(ro - 1) * wino_dw_cols + (ri - 1)](
+                            nb, gb + o * cs + p * L, cs, vb + c * cs + p * L, cs, ts,
+                            part + ((p * M + o) * C4 + c) * 4, C4 * 4);
+                    }
+                }
+        }
+}
+
+/// dw (M, C, 5, 5) += G^T m G for output channel o, m[p] = the groups' partial sums of point p,
+/// (o, c) added over the groups in order and over the 4 lanes, in double.
+template <class T>
+void wino_dw_finish(std::size_t o, std::size_t C, std::size_t M, std::size_t groups, const T* parts, T* dw) {
+    constexpr std::size_t P = wino_points;
+    constexpr const auto& G = wino_G;
+    const std::size_t C4 = (C + 3) / 4 * 4, gs = P * M * C4 * 4;
+    for (std::size_t c = 0; c < C; ++c) {
+        double m[6][6];
+        for (std::size_t p = 0; p < P; ++p) {
+            double s = 0;
+            for (std::size_t g = 0; g < groups; ++g)
+                for (std::size_t j = 0; j < 4; ++j) s += parts[g * gs + ((p * M + o) * C4 + c) * 4 + j];
+            m[p / 6][p % 6] = s;
+        }
+        double t[5][6];  // G^T m
+        for (std::size_t a = 0; a < 5; ++a)
+            for (std::size_t j = 0; j < 6; ++j) {
+                double s = 0;
+                for (std::size_t i = 0; i < 6; ++i) s += G[i][a] * m[i][j];
+                t[a][j] = s;
+            }
+        for (std::size_t a = 0; a < 5; ++a)
+            for (std::size_t b = 0; b < 5; ++b) {
+                double s = 0;
+                for (std::size_t j = 0; j < 6; ++j) s += t[a][j] * G[j][b];
+                dw[(o * C + c) * 25 + a * 5 + b] += static_cast<T>(s);
+            }
+    }
+}
+
+/// dw (M, C, 5, 5) += the weight gradient of the stride-1 5x5 convolution of x (n, C, H, W) with
+/// padding pad, given dy (n, M, OH, OW), OH = H + 2*pad - 4 (>= 1), OW likewise. One task per
+/// group of L images, then one per output channel for the sums and G^T m G.
+template <class T>
+void winograd_dw_batch(std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M, std::size_t n,
+                       const T* x, const T* dy, T* dw) {
+    constexpr std::size_t L = xsimd::batch<T>::size;
+    const std::size_t OH = H + 2 * pad - 4, OW = W + 2 * pad - 4, in_size = C * H * W, out_size = M * OH * OW;
+    const std::size_t groups = (n + L - 1) / L, gs = wino_points * M * ((C + 3) / 4 * 4) * 4;
+    T* parts = scratch<T, slot_wino_acc>(groups * gs);  // the caller's: the tasks share it
+    default_pool().parallel_for(groups, [&](std::size_t g) {
+        const std::size_t s0 = g * L;
+        wino_dw_group(C, H, W, pad, M, x + s0 * in_size, dy + s0 * out_size, std::min(L, n - s0), parts + g * gs);
+    });
+    const T* pc = parts;
+    default_pool().parallel_for(M, [&](std::size_t o) { wino_dw_finish(o, C, M, groups, pc, dw); });
 }
 
 }  // namespace cpu_detail
