@@ -529,7 +529,6 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
     const std::size_t P = g.col_cols(), ckk = g.col_rows(), in_size = g.channels * g.height * g.width;
     const std::size_t K = g.kernel, C = g.channels;
     const std::size_t groups = (n + conv_dw_group - 1) / conv_dw_group, wsize = out_c * ckk;
-    T* partials = scratch<T, slot_partials>(groups * wsize);  // (groups, out_c, CKK)
     // With stride 1, dx = conv(dy, flipped w) with padding K-1-pad: wf (C, out_c*K*K).
     // (Only from 8 input channels: the flipped product has C rows, too few below that.)
     const bool flipped = dx && g.stride == 1 && C >= 8;
@@ -552,46 +551,58 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
     // gradient per sample alongside; other strides: im2row + GEMM per sample, bias_grad after.
     const bool dw_direct = g.stride == 1;
     T* dbs = dw_direct ? scratch<T, slot_db>(n * out_c) : nullptr;  // (n, out_c) per-sample sums
-    // Winograd computes the weight gradient of samples [0, wino_dw), after the groups (which then
-    // only sum those samples' dy for the bias); the groups' partials cover the rest.
+    // Winograd computes the weight gradient of samples [0, wino_dw) after the groups, which then only
+    // mask dy and sum it for the bias; the few samples past wino_dw (fewer than a group of lanes) get
+    // a task each for their direct weight gradient and input gradient, so the threads share them.
     const std::size_t wino_dw = dw_direct && winograd_applies<T>(C, out_c, K, 1) ? winograd_images<T>(n) : 0;
+    const std::size_t tail = wino_dw > 0 ? n - wino_dw : 0, grouped = wino_dw > 0 ? wino_dw : n;
+    T* partials = scratch<T, slot_partials>(std::max(groups, tail) * wsize);  // (groups or tail, out_c, CKK)
+    auto sample_dx = [&](std::size_t s) {  // dx of sample s, direct
+        const T* dys = dy + s * out_c * P;  // (out_c, P)
+        T* dxs = dx + s * in_size;          // (C, H*W)
+        if (flipped) {
+            conv_stride1_sample(gd, C, dys, static_cast<const T*>(wfp), static_cast<const T*>(nullptr), dxs);
+        } else {
+            T* dcol = scratch<T, slot_dcols>(ckk * P);  // (CKK, P)
+            kernel<op::gemm, basic_cpu<T>>::run(Trans::yes, Trans::no, ckk, P, out_c, T(1), w, ckk, dys, P, T(0),
+                                               dcol, P);  // W^T dy
+            std::fill(dxs, dxs + in_size, T(0));
+            kernel<op::col2im, basic_cpu<T>>::run(g, dcol, dxs);
+        }
+    };
     default_pool().parallel_for(groups, [&](std::size_t grp) {
         T* part = partials + grp * wsize;  // (out_c, CKK)
         const std::size_t s0 = grp * conv_dw_group, s1 = std::min(n, s0 + conv_dw_group);
         if constexpr (Relu) relu_mask(ry + s0 * out_c * P, dy_mut + s0 * out_c * P, (s1 - s0) * out_c * P);
-        if (dw_direct) {
-            const std::size_t d0 = std::max(s0, std::min(s1, wino_dw));  // the direct kernel's samples [d0, s1)
-            for (std::size_t i = s0 * out_c; i < d0 * out_c; ++i) dbs[i] = sum_run(dy + i * P, P);
-            if (d0 < s1) conv_dw_stride1(g, out_c, d0, s1, x, dy, part, dbs + d0 * out_c);
+        if (wino_dw > 0) {  // the bias sums; the weight gradient is Winograd's or the tail tasks'
+            for (std::size_t i = s0 * out_c; i < std::min(s1, grouped) * out_c; ++i) dbs[i] = sum_run(dy + i * P, P);
+        } else if (dw_direct) {
+            conv_dw_stride1(g, out_c, s0, s1, x, dy, part, dbs + s0 * out_c);
         }
-        for (std::size_t s = s0; s < s1; ++s) {
-            const T* dys = dy + s * out_c * P;  // (out_c, P)
+        for (std::size_t s = s0; s < std::min(s1, grouped); ++s) {
             if (!dw_direct) {
                 T* row = scratch<T, slot_cols>(P * ckk);  // (P, CKK)
                 kernel<op::im2row, basic_cpu<T>>::run(g, x + s * in_size, row);
-                kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, out_c, ckk, P, T(1), dys, P, row, ckk,
-                                                   s == s0 ? T(0) : T(1), part, ckk);  // (out_c,P) x (P,CKK)
+                kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, out_c, ckk, P, T(1), dy + s * out_c * P,
+                                                   P, row, ckk, s == s0 ? T(0) : T(1), part,
+                                                   ckk);  // (out_c,P) x (P,CKK)
             }
-            if (!dx || s < wino_n) continue;
-            T* dxs = dx + s * in_size;  // (C, H*W)
-            if (flipped) {
-                conv_stride1_sample(gd, C, dys, static_cast<const T*>(wfp), static_cast<const T*>(nullptr), dxs);
-            } else {
-                T* dcol = scratch<T, slot_dcols>(ckk * P);  // (CKK, P)
-                kernel<op::gemm, basic_cpu<T>>::run(Trans::yes, Trans::no, ckk, P, out_c, T(1), w, ckk, dys, P,
-                                                   T(0), dcol, P);  // W^T dy
-                std::fill(dxs, dxs + in_size, T(0));
-                kernel<op::col2im, basic_cpu<T>>::run(g, dcol, dxs);
-            }
+            if (dx && s >= wino_n) sample_dx(s);
         }
     });
-    if (wino_n > 0)  // every group's dy is masked by now
+    if (tail > 0)  // every group's dy is masked by now
+        default_pool().parallel_for(tail, [&](std::size_t i) {
+            const std::size_t s = wino_dw + i;
+            conv_dw_stride1(g, out_c, s, s + 1, x, dy, partials + i * wsize, dbs + s * out_c);
+            if (dx && s >= wino_n) sample_dx(s);
+        });
+    if (wino_n > 0)
         winograd_conv_batch<false>(out_c, g.out_height(), g.out_width(), K - 1 - g.pad, C, wino_n, dy,
                                    static_cast<const T*>(wf), static_cast<const T*>(nullptr), dx);
     if (wino_dw > 0) winograd_dw_batch(C, g.height, g.width, g.pad, out_c, wino_dw, x, dy, dw);
-    for (std::size_t grp = 0; grp < groups; ++grp) {  // in group order: independent of threads
-        if (dw_direct && std::min(n, (grp + 1) * conv_dw_group) <= wino_dw) continue;  // all Winograd's
-        const T* part = partials + grp * wsize;
+    // The partials in order (the groups', or the tail samples' after Winograd's): independent of threads.
+    for (std::size_t p = 0; p < (wino_dw > 0 ? tail : groups); ++p) {
+        const T* part = partials + p * wsize;
         for (std::size_t i = 0; i < wsize; ++i) dw[i] += part[i];
     }
     if (!dw_direct) {
