@@ -389,7 +389,7 @@ TEST_CASE("Winograd's weight gradient is bit-identical whatever the thread count
     CHECK(runs[0] == runs[2]);
 }
 
-TEST_CASE("conv2d_backward's weight gradient is Winograd's for the first samples plus the direct kernel's for the rest") {
+TEST_CASE("conv2d_backward's weight gradient: Winograd's for the first samples, the direct kernel's for the rest") {
     // The first winograd_images(n) samples' gradient comes from winograd_dw_batch, each of the last
     // two samples' from the direct kernel (a task each), added in that order: dw = (Winograd's +
     // sample 2L's) + sample 2L+1's, bit for bit; db the direct path's bits exactly. Switched off,

@@ -2,9 +2,9 @@
 // per 2x2 output tile and (input, output) channel pair (a 6x6 input tile gives the 2x2 outputs)
 // instead of 100: about 2.8 times fewer multiply-adds than the direct kernel, for the transforms'
 // cost. Used by conv.hpp (winograd_applies) for float convolutions of at least 8 input and 8
-// output channels:
-// the course's second convolution, forward and input gradient (the same kernel on dy with the
-// flipped weights). Interpolation points 0, 1, -1, 2, -2 and infinity (Lavin and Gray, "Fast
+// output channels: the course's second convolution, forward and input gradient (the same kernel
+// on dy with the flipped weights), and the weight gradient (winograd_dw_batch, the forward's
+// adjoint, below). Interpolation points 0, 1, -1, 2, -2 and infinity (Lavin and Gray, "Fast
 // Algorithms for Convolutional Neural Networks", 2016): the input transform B^T is the one of
 // F(4x4, 3x3), the output transform A^T has entries 0, +-1, +-2 only.
 //   Y = A^T [ (G w G^T) (.) (B^T d B) ] A      for each (output channel, 2x2 tile), summed over c.
@@ -303,7 +303,8 @@ void wino_input_tiles(std::size_t C, std::size_t Hq, std::size_t Wq, std::size_t
             for (std::size_t i = 0; i < 6; ++i) {  // then rows: (B^T d) B = (B^T (B^T d)^T)^T
                 V v[6];
                 wino_input_1d(cols[i][0], cols[i][1], cols[i][2], cols[i][3], cols[i][4], cols[i][5], v, 1);
-                for (std::size_t j = 0; j < 6; ++j) v[j].store_aligned(vb + ((c * nb + t) * wino_points + i * 6 + j) * L);
+                for (std::size_t j = 0; j < 6; ++j)
+                    v[j].store_aligned(vb + ((c * nb + t) * wino_points + i * 6 + j) * L);
             }
         }
 }
@@ -439,7 +440,8 @@ void wino_grad_tiles(std::size_t M, std::size_t Hd, std::size_t Wd, std::size_t 
             for (std::size_t i = 0; i < 6; ++i) {
                 V q[6];
                 wino_grad_1d(cols[i][0], cols[i][1], q, 1);
-                for (std::size_t j = 0; j < 6; ++j) q[j].store_aligned(db + ((o * nb + t) * wino_points + i * 6 + j) * L);
+                for (std::size_t j = 0; j < 6; ++j)
+                    q[j].store_aligned(db + ((o * nb + t) * wino_points + i * 6 + j) * L);
             }
         }
 }
@@ -527,7 +529,8 @@ void wino_dw_group(std::size_t C, std::size_t H, std::size_t W, std::size_t pad,
     T* xi = scratch<T, slot_wino_xg>(C * Hq * Wq * L);
     T* dyi = scratch<T, slot_wino_dyg>(M * Hd * Wd * L);
     for (std::size_t c = 0; c < C; ++c) wino_interleave(c, H, W, pad, Hq, Wq, L, x, C * H * W, cnt, xi);
-    for (std::size_t o = 0; o < M; ++o) wino_interleave(o, OH, OW, std::size_t{0}, Hd, Wd, L, dy, M * OH * OW, cnt, dyi);
+    for (std::size_t o = 0; o < M; ++o)
+        wino_interleave(o, OH, OW, std::size_t{0}, Hd, Wd, L, dy, M * OH * OW, cnt, dyi);
     T* vb = scratch<T, slot_wino_v>(P * C * wino_dw_block * L);
     T* gb = scratch<T, slot_wino_m>(P * M * wino_dw_block * L);
     std::fill(part, part + P * M * C4 * 4, T(0));
