@@ -24,10 +24,12 @@
 
 #include <oar/kernels/cpu/conv.hpp>      // conv2d_forward(_relu) / backward: where Winograd is taken
 #include <oar/kernels/cpu/winograd.hpp>  // the header under test
+#include <oar/core/error.hpp>            // value_error: a malformed OAR_WINOGRAD
 #include <oar/core/thread_pool.hpp>      // set_num_threads: results must not depend on it
 
 #include <algorithm>  // std::max, std::equal
 #include <cmath>      // std::abs, std::ldexp
+#include <cstdlib>    // std::getenv, setenv, unsetenv: OAR_WINOGRAD
 #include <cstddef>    // std::size_t, std::ptrdiff_t
 #include <string>     // std::to_string
 #include <utility>    // std::pair
@@ -197,6 +199,28 @@ TEST_CASE("conv.hpp takes Winograd for float 5x5 stride-1 convolutions of 8+ cha
     CHECK_FALSE(winograd_applies<float>(20, 20, 5, 1));
     oar::set_conv_winograd(true);
     CHECK(winograd_applies<float>(20, 20, 5, 1));
+}
+
+TEST_CASE("OAR_WINOGRAD sets the switch's default (0 or 1) and any other value is a clear error") {
+    const char* was = std::getenv("OAR_WINOGRAD");
+    const std::string saved = was ? was : "";
+    unsetenv("OAR_WINOGRAD");
+    CHECK(oar::default_conv_winograd());
+    setenv("OAR_WINOGRAD", "", 1);
+    CHECK(oar::default_conv_winograd());
+    setenv("OAR_WINOGRAD", "0", 1);
+    CHECK_FALSE(oar::default_conv_winograd());
+    setenv("OAR_WINOGRAD", "1", 1);
+    CHECK(oar::default_conv_winograd());
+    for (const char* bad : {"off", "00", "2", " 0", "1 ", "-1"}) {
+        setenv("OAR_WINOGRAD", bad, 1);
+        CHECK_THROWS_WITH_AS(oar::default_conv_winograd(), doctest::Contains("OAR_WINOGRAD: expected 0 or 1, got"),
+                             oar::value_error);
+    }
+    if (was)
+        setenv("OAR_WINOGRAD", saved.c_str(), 1);
+    else
+        unsetenv("OAR_WINOGRAD");
 }
 
 TEST_CASE("the batch conv2d kernels give Winograd's bits when it applies, the direct kernel's when switched off") {
