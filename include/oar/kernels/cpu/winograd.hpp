@@ -573,33 +573,36 @@ void wino_dw_group(std::size_t C, std::size_t H, std::size_t W, std::size_t pad,
 }
 
 /// dw (M, C, 5, 5) += G^T m G for output channel o, m[p] = the groups' partial sums of point p,
-/// (o, c) added over the groups in order and over the 4 lanes, in double.
+/// (o, c) added in double in a fixed order: group by group, each group's 4 lanes in turn. Four
+/// input channels at a time, so the 144 sums run side by side rather than one dependent chain.
 template <class T>
 void wino_dw_finish(std::size_t o, std::size_t C, std::size_t M, std::size_t groups, const T* parts, T* dw) {
     constexpr std::size_t P = wino_points;
     constexpr const auto& G = wino_G;
     const std::size_t C4 = (C + 3) / 4 * 4, gs = P * M * C4 * 4;
-    for (std::size_t c = 0; c < C; ++c) {
-        double m[6][6];
-        for (std::size_t p = 0; p < P; ++p) {
-            double s = 0;
-            for (std::size_t g = 0; g < groups; ++g)
-                for (std::size_t j = 0; j < 4; ++j) s += parts[g * gs + ((p * M + o) * C4 + c) * 4 + j];
-            m[p / 6][p % 6] = s;
+    for (std::size_t c0 = 0; c0 < C; c0 += 4) {
+        double m[4][6][6] = {};  // m[ci][i][j]: input channel c0 + ci, point i*6 + j
+        for (std::size_t g = 0; g < groups; ++g)
+            for (std::size_t p = 0; p < P; ++p) {
+                const T* q = parts + g * gs + ((p * M + o) * C4 + c0) * 4;  // (4 channels, 4 lanes)
+                for (std::size_t j = 0; j < 4; ++j)
+                    for (std::size_t ci = 0; ci < 4; ++ci) m[ci][p / 6][p % 6] += static_cast<double>(q[ci * 4 + j]);
+            }
+        for (std::size_t ci = 0; ci < 4 && c0 + ci < C; ++ci) {
+            double t[5][6];  // G^T m
+            for (std::size_t a = 0; a < 5; ++a)
+                for (std::size_t j = 0; j < 6; ++j) {
+                    double s = 0;
+                    for (std::size_t i = 0; i < 6; ++i) s += G[i][a] * m[ci][i][j];
+                    t[a][j] = s;
+                }
+            for (std::size_t a = 0; a < 5; ++a)
+                for (std::size_t b = 0; b < 5; ++b) {
+                    double s = 0;
+                    for (std::size_t j = 0; j < 6; ++j) s += t[a][j] * G[j][b];
+                    dw[(o * C + c0 + ci) * 25 + a * 5 + b] += static_cast<T>(s);
+                }
         }
-        double t[5][6];  // G^T m
-        for (std::size_t a = 0; a < 5; ++a)
-            for (std::size_t j = 0; j < 6; ++j) {
-                double s = 0;
-                for (std::size_t i = 0; i < 6; ++i) s += G[i][a] * m[i][j];
-                t[a][j] = s;
-            }
-        for (std::size_t a = 0; a < 5; ++a)
-            for (std::size_t b = 0; b < 5; ++b) {
-                double s = 0;
-                for (std::size_t j = 0; j < 6; ++j) s += t[a][j] * G[j][b];
-                dw[(o * C + c) * 25 + a * 5 + b] += static_cast<T>(s);
-            }
     }
 }
 
