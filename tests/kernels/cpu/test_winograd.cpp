@@ -59,6 +59,14 @@ constexpr Case cases[] = {
     {20, 14, 14, 2, 20, 33},  // the dx geometry of the course (padding 2 too) across three groups
 };
 
+/// x[s][c][iy][ix] of an (n, C, H, W) input, zero outside the image (the padding).
+double input_at(const Case& k, const std::vector<float>& x, std::size_t s, std::size_t c, std::ptrdiff_t iy,
+                std::ptrdiff_t ix) {
+    if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(k.H) || ix >= static_cast<std::ptrdiff_t>(k.W))
+        return 0.0;
+    return x[((s * k.C + c) * k.H + static_cast<std::size_t>(iy)) * k.W + static_cast<std::size_t>(ix)];
+}
+
 /// y_exact (double) and the bound's scale (|b| + sum_c ||w_oc||_1 * max |x_c| over the tile).
 struct Reference {
     std::vector<double> y, scale;
@@ -68,10 +76,8 @@ Reference reference(const Case& k, const std::vector<float>& x, const std::vecto
                     const std::vector<float>& b) {
     const std::size_t OH = k.H + 2 * k.pad - 4, OW = k.W + 2 * k.pad - 4;
     Reference r{std::vector<double>(k.n * k.M * OH * OW), std::vector<double>(k.n * k.M * OH * OW)};
-    auto at = [&](std::size_t s, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) -> double {
-        if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(k.H) || ix >= static_cast<std::ptrdiff_t>(k.W))
-            return 0.0;
-        return x[((s * k.C + c) * k.H + static_cast<std::size_t>(iy)) * k.W + static_cast<std::size_t>(ix)];
+    auto at = [&](std::size_t s, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) {
+        return input_at(k, x, s, c, iy, ix);
     };
     const auto pad = static_cast<std::ptrdiff_t>(k.pad);
     for (std::size_t s = 0; s < k.n; ++s)
@@ -297,10 +303,8 @@ DwReference dw_reference(const Case& k, const std::vector<float>& x, const std::
     const std::size_t OH = k.H + 2 * k.pad - 4, OW = k.W + 2 * k.pad - 4;
     DwReference r{std::vector<double>(k.M * k.C * 25, 0.0), std::vector<double>(k.M * k.C, 0.0)};
     const auto pad = static_cast<std::ptrdiff_t>(k.pad);
-    auto at = [&](std::size_t s, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) -> double {
-        if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(k.H) || ix >= static_cast<std::ptrdiff_t>(k.W))
-            return 0.0;
-        return x[((s * k.C + c) * k.H + static_cast<std::size_t>(iy)) * k.W + static_cast<std::size_t>(ix)];
+    auto at = [&](std::size_t s, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) {
+        return input_at(k, x, s, c, iy, ix);
     };
     auto g = [&](std::size_t s, std::size_t o, std::size_t oy, std::size_t ox) -> double {
         return oy < OH && ox < OW ? dy[((s * k.M + o) * OH + oy) * OW + ox] : 0.0;

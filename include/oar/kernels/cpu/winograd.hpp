@@ -104,6 +104,16 @@ inline constexpr std::size_t wino_block = 4;
 /// Rows (output channels) per GEMM micro-tile: wino_rows x wino_block accumulators (20 of 32).
 inline constexpr std::size_t wino_rows = 5;
 
+/// The tiling of a stride-1 5x5 convolution of an H x W image with padding pad: OH x OW outputs in
+/// TH x TW tiles of 2x2 (the last row or column half outside when odd), read from the interleaved,
+/// zero-padded image of Hq x Wq (each tile reads 6x6 of it). Forward and weight gradient alike.
+struct wino_geometry {
+    std::size_t OH, OW, TH, TW, Hq, Wq;
+    constexpr wino_geometry(std::size_t H, std::size_t W, std::size_t pad)
+        : OH(H + 2 * pad - 4), OW(W + 2 * pad - 4), TH((OH + 1) / 2), TW((OW + 1) / 2), Hq(2 * TH + 4),
+          Wq(2 * TW + 4) {}
+};
+
 /// G (6x5): row j is a_j^k / prod_{l != j}(a_j - a_l) for the finite points a = 0, 1, -1, 2, -2,
 /// and (0, 0, 0, 0, 1) for infinity. The weight transform is G w G^T; the weight gradient's last
 /// step, its adjoint, G^T m G.
@@ -118,8 +128,6 @@ inline constexpr double wino_G[6][5] = {
 
 /// Output channel o's part of U (36, C, M): U[(p*C + c)*M + o] = (G w[o][c] G^T)[p] for w
 /// (M, C, 5, 5), computed in double and rounded once (the channels run on the pool's threads).
-/// G (6x5): row j is a_j^k / prod_{l != j}(a_j - a_l) for the finite points a = 0, 1, -1, 2, -2,
-/// and (0, 0, 0, 0, 1) for infinity.
 template <class T>
 void winograd_weights_of(std::size_t o, std::size_t M, std::size_t C, const T* w, T* U) {
     constexpr const auto& G = wino_G;
@@ -331,11 +339,11 @@ void wino_input_tiles(std::size_t C, std::size_t Hq, std::size_t Wq, std::size_t
 
 /// One task: output rows 2*ty and 2*ty + 1 of every channel, for the group's images.
 template <bool Relu, class T>
-void wino_tile_row(std::size_t C, std::size_t M, std::size_t OH, std::size_t OW, std::size_t Hq, std::size_t Wq,
-                   std::size_t ty, const T* xi, const T* U, const T* bias, T* y, std::size_t cnt) {
+void wino_tile_row(std::size_t C, std::size_t M, const wino_geometry& q, std::size_t ty, const T* xi, const T* U,
+                   const T* bias, T* y, std::size_t cnt) {
     using V = xsimd::batch<T>;
     constexpr std::size_t L = V::size;
-    const std::size_t TW = (OW + 1) / 2, out_size = M * OH * OW;
+    const std::size_t OH = q.OH, OW = q.OW, TW = q.TW, Hq = q.Hq, Wq = q.Wq, out_size = M * OH * OW;
     // V at vb[((c*nb + t)*36 + p)*L] (wino_input_tiles). Point p's (M, N) block of the product at mb + p*ms,
     // the stride one vector more than the block: a power-of-two multiple (M*N*4 = 5 KB here) would
     // put the 36 points of a tile on the same few L1 sets (4 of 64), and they are loaded together.
@@ -394,20 +402,20 @@ void winograd_conv_batch(std::size_t C, std::size_t H, std::size_t W, std::size_
                          const T* x, const T* w, const T* bias, T* y) {
     using V = xsimd::batch<T>;
     constexpr std::size_t L = V::size;
-    const std::size_t OH = H + 2 * pad - 4, OW = W + 2 * pad - 4, TH = (OH + 1) / 2, TW = (OW + 1) / 2;
-    const std::size_t Hq = 2 * TH + 4, Wq = 2 * TW + 4, in_size = C * H * W, out_size = M * OH * OW;
-    const std::size_t groups = (n + L - 1) / L, slab = C * Hq * Wq * L;
+    const wino_geometry q(H, W, pad);
+    const std::size_t TH = q.TH, in_size = C * H * W, out_size = M * q.OH * q.OW, groups = (n + L - 1) / L;
+    const std::size_t slab = C * q.Hq * q.Wq * L;
     T* U = scratch<T, slot_wino_u>(wino_points * C * M);
     default_pool().parallel_for(M, [&](std::size_t o) { winograd_weights_of(o, M, C, w, U); });
     T* xi = scratch<T, slot_wino_in>(groups * slab);  // the caller's: the tasks share it
     const T* Uc = U;
     default_pool().parallel_for(groups * C, [&](std::size_t k) {
         const std::size_t g = k / C, c = k % C, s0 = g * L;
-        wino_interleave(c, H, W, pad, Hq, Wq, L, x + s0 * in_size, in_size, std::min(L, n - s0), xi + g * slab);
+        wino_interleave(c, H, W, pad, q.Hq, q.Wq, L, x + s0 * in_size, in_size, std::min(L, n - s0), xi + g * slab);
     });
     default_pool().parallel_for(groups * TH, [&](std::size_t k) {
         const std::size_t g = k / TH, ty = k % TH, s0 = g * L;
-        wino_tile_row<Relu>(C, M, OH, OW, Hq, Wq, ty, static_cast<const T*>(xi + g * slab), Uc, bias,
+        wino_tile_row<Relu>(C, M, q, ty, static_cast<const T*>(xi + g * slab), Uc, bias,
                             y + s0 * out_size, std::min(L, n - s0));
     });
 }
@@ -428,6 +436,12 @@ inline constexpr int slot_wino_xg = 17, slot_wino_dyg = 18, slot_wino_acc = 19;
 inline constexpr std::size_t wino_dw_block = 7;
 /// Output channels by input channels per micro-tile of the weight gradient: 4 x 4 accumulators.
 inline constexpr std::size_t wino_dw_rows = 4, wino_dw_cols = 4;
+/// A group's partial sums of the weight gradient: (36, M, C4, 4), C4 = C rounded up to 4 (the
+/// micro-tiles' columns fold into whole 4 x 4 blocks; the padding channels stay zero).
+inline constexpr std::size_t wino_dw_c4(std::size_t C) { return (C + 3) / 4 * 4; }
+inline constexpr std::size_t wino_dw_part_size(std::size_t M, std::size_t C) {
+    return wino_points * M * wino_dw_c4(C) * 4;
+}
 
 /// q = A y for two vectors (A = [1 0; 1 1; 1 -1; 1 2; 1 -2; 0 1]): the adjoint of wino_output_1d,
 /// the 1-D step of dY's transform A dY A^T, written at q[i*stride].
@@ -537,15 +551,16 @@ constexpr auto make_wino_dw_tiles(std::index_sequence<I...>) {
 template <class T>
 inline constexpr auto wino_dw_tiles = make_wino_dw_tiles<T>(std::make_index_sequence<wino_dw_rows * wino_dw_cols>{});
 
-/// One task: the group of images [s0, s0 + cnt) (cnt <= L) summed into part (36, M, C4, 4), C4 =
-/// C rounded up to 4, zeroed first. x and dy point at image s0.
+/// One task: the group of images [s0, s0 + cnt) (cnt <= L) summed into part (wino_dw_part_size),
+/// zeroed first. x and dy point at image s0.
 template <class T>
 void wino_dw_group(std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M, const T* x,
                    const T* dy, std::size_t cnt, T* part) {
     using V = xsimd::batch<T>;
     constexpr std::size_t L = V::size, P = wino_points;
-    const std::size_t OH = H + 2 * pad - 4, OW = W + 2 * pad - 4, TH = (OH + 1) / 2, TW = (OW + 1) / 2;
-    const std::size_t Hq = 2 * TH + 4, Wq = 2 * TW + 4, Hd = 2 * TH, Wd = 2 * TW, C4 = (C + 3) / 4 * 4;
+    const wino_geometry q(H, W, pad);
+    const std::size_t OH = q.OH, OW = q.OW, TH = q.TH, TW = q.TW, Hq = q.Hq, Wq = q.Wq;
+    const std::size_t Hd = 2 * TH, Wd = 2 * TW, C4 = wino_dw_c4(C);
     T* xi = scratch<T, slot_wino_xg>(C * Hq * Wq * L);
     T* dyi = scratch<T, slot_wino_dyg>(M * Hd * Wd * L);
     for (std::size_t c = 0; c < C; ++c) wino_interleave(c, H, W, pad, Hq, Wq, L, x, C * H * W, cnt, xi);
@@ -553,7 +568,7 @@ void wino_dw_group(std::size_t C, std::size_t H, std::size_t W, std::size_t pad,
         wino_interleave(o, OH, OW, std::size_t{0}, Hd, Wd, L, dy, M * OH * OW, cnt, dyi);
     T* vb = scratch<T, slot_wino_v>(P * C * wino_dw_block * L);
     T* gb = scratch<T, slot_wino_m>(P * M * wino_dw_block * L);
-    std::fill(part, part + P * M * C4 * 4, T(0));
+    std::fill(part, part + wino_dw_part_size(M, C), T(0));
     for (std::size_t ty = 0; ty < TH; ++ty)
         for (std::size_t tx0 = 0; tx0 < TW; tx0 += wino_dw_block) {
             const std::size_t nb = std::min(wino_dw_block, TW - tx0), ts = P * L, cs = nb * P * L;
@@ -579,7 +594,7 @@ template <class T>
 void wino_dw_finish(std::size_t o, std::size_t C, std::size_t M, std::size_t groups, const T* parts, T* dw) {
     constexpr std::size_t P = wino_points;
     constexpr const auto& G = wino_G;
-    const std::size_t C4 = (C + 3) / 4 * 4, gs = P * M * C4 * 4;
+    const std::size_t C4 = wino_dw_c4(C), gs = wino_dw_part_size(M, C);
     for (std::size_t c0 = 0; c0 < C; c0 += 4) {
         double m[4][6][6] = {};  // m[ci][i][j]: input channel c0 + ci, point i*6 + j
         for (std::size_t g = 0; g < groups; ++g)
@@ -613,8 +628,9 @@ template <class T>
 void winograd_dw_batch(std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M, std::size_t n,
                        const T* x, const T* dy, T* dw) {
     constexpr std::size_t L = xsimd::batch<T>::size;
-    const std::size_t OH = H + 2 * pad - 4, OW = W + 2 * pad - 4, in_size = C * H * W, out_size = M * OH * OW;
-    const std::size_t groups = (n + L - 1) / L, gs = wino_points * M * ((C + 3) / 4 * 4) * 4;
+    const wino_geometry q(H, W, pad);
+    const std::size_t in_size = C * H * W, out_size = M * q.OH * q.OW;
+    const std::size_t groups = (n + L - 1) / L, gs = wino_dw_part_size(M, C);
     T* parts = scratch<T, slot_wino_acc>(groups * gs);  // the caller's: the tasks share it
     default_pool().parallel_for(groups, [&](std::size_t g) {
         const std::size_t s0 = g * L;
