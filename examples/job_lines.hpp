@@ -113,10 +113,19 @@ struct Maybe {
     template <class M> void on_train_end(M& m, const oar::Logs& l) { if (c) oar::detail::cb_train_end(*c, m, l); }
 };
 
-/// The schedule in words for the job's header line: "constant", "cosine per epoch", ...
+/// The schedule in words for the job's header line: "constant", "cosine per epoch",
+/// "x0.1 from epoch 4" (multistep per epoch; per batch: "multi-step decay per batch"), ...
 inline std::string describe_schedule(const oar::TrainOptions& c) {
     using K = oar::ScheduleOption::Kind;
     const auto& s = c.lr_schedule;
+    if (s.kind == K::multistep && !c.lr_step_per_batch) {
+        std::string out;
+        for (const std::int64_t m : s.milestones_for(c.epochs)) {
+            if (m >= static_cast<std::int64_t>(c.epochs)) continue;  // after the run: never applied
+            out += (out.empty() ? "x" : ", x") + oar::detail::concat(s.gamma) + " from epoch " + std::to_string(m);
+        }
+        return out.empty() ? std::string("constant") : out;
+    }
     const char* what = s.kind == K::step        ? "step decay"
                        : s.kind == K::multistep ? "multi-step decay"
                        : s.kind == K::cosine    ? "cosine"
@@ -149,7 +158,7 @@ struct Schedules {
             step_s.emplace(lr0, static_cast<std::int64_t>(ls.step_size), ls.gamma);
             step.c = std::make_unique<oar::LRScheduler<oar::StepDecay>>(*step_s, mode);
         } else if (ls.kind == Sched::multistep) {
-            multi_s.emplace(lr0, ls.milestones, ls.gamma);
+            multi_s.emplace(lr0, ls.milestones_for(run_steps), ls.gamma);
             multi.c = std::make_unique<oar::LRScheduler<oar::MultiStepDecay>>(*multi_s, mode);
         } else if (ls.kind == Sched::cosine) {
             cos_s.emplace(lr0, static_cast<std::int64_t>(ls.t_max ? ls.t_max : run_steps));

@@ -62,12 +62,14 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --optimizer NAME     sgd | momentum | adagrad | adam               (default adam)
   --lr X               learning rate                                (default 0.001)
   --l2 X               L2Decay coefficient                          (default 1e-5)
-  --lr-schedule S      none | step:SIZE[:GAMMA] | multistep:E1,E2,...[:GAMMA] |
-                       cosine[:T_MAX] | plateau[:PATIENCE[:FACTOR]]  (default cosine:
-                       annealed to 0 over --epochs; none: the course's constant rate)
+  --lr-schedule S      none | step:SIZE[:GAMMA] | multistep[:E1,E2,...[:GAMMA]] |
+                       cosine[:T_MAX] | plateau[:PATIENCE[:FACTOR]]  (default multistep:
+                       x0.1 for the last fifth of --epochs, from epoch 4 of 5; 1 or 2
+                       epochs stay constant; none: the course's constant rate throughout)
   --lr-step-per W      epoch | batch: when the schedule steps (default epoch); with batch,
                        SIZE, E1,... and T_MAX count batches, T_MAX's default being every
-                       batch of the run (Paddle's LRScheduler(by_step=True))
+                       batch of the run and multistep's milestone four fifths of them
+                       (Paddle's LRScheduler(by_step=True))
   --seed N             seed of initialisation, shuffling and dropout (default 0)
   --init NAME          torch | paddle: whose default initialisation  (default torch:
                        U(+-1/sqrt(fan_in)) weights and biases; paddle: Normal conv

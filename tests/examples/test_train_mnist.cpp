@@ -391,3 +391,39 @@ TEST_CASE("--device gpu:N without that GPU (or without CUDA) is refused with a m
     CHECK(per_batch.output.find(", lr 0.000125\n") != std::string::npos);
     CHECK(per_batch.output.find(", lr 1.5625e-05\n") != std::string::npos);
 }
+
+TEST_CASE("the default schedule: the course's rate for four fifths of the epochs, a tenth of it after") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 60);
+    write_set(tmp.path, "t10k", 20);
+    const Run five = run("--data " + tmp.path.string() + " --model mlp --epochs 5 --batch-size 20");
+    INFO(five.output);
+    CHECK(five.status == 0);
+    CHECK(five.output.find("lr 0.001 (x0.1 from epoch 4), L2Decay 1e-05") != std::string::npos);
+    const auto epoch_lr = [&](int e) {  // the rate the epoch trained at, from its line
+        const auto at = five.output.find("epoch " + std::to_string(e) + ": train loss");
+        if (at == std::string::npos) return std::string("(no line)");
+        const auto lr = five.output.find(", lr ", at);
+        return five.output.substr(lr + 5, five.output.find('\n', lr) - lr - 5);
+    };
+    for (int e = 0; e < 4; ++e) CHECK(epoch_lr(e) == "0.001");
+    CHECK(epoch_lr(4) == "0.0001");
+    // Two epochs: the milestone is the run's end, so the rate stays the course's.
+    const Run two = run("--data " + tmp.path.string() + " --model mlp --epochs 2 --batch-size 20");
+    INFO(two.output);
+    CHECK(two.status == 0);
+    CHECK(two.output.find("lr 0.001 (constant), L2Decay") != std::string::npos);
+    CHECK(two.output.find(", lr 0.0001\n") == std::string::npos);
+    // Explicit milestones, and per batch (3 batches an epoch: milestone round(4/5 * 6) = 5).
+    const Run given = run("--data " + tmp.path.string() + " --model mlp --epochs 3 --batch-size 20 --lr-schedule multistep:1,2:0.5");
+    CHECK(given.output.find("lr 0.001 (x0.5 from epoch 1, x0.5 from epoch 2)") != std::string::npos);
+    CHECK(given.output.find(", lr 0.00025\n") != std::string::npos);
+    const Run per_batch = run("--data " + tmp.path.string() + " --model mlp --epochs 2 --batch-size 20 --lr-schedule multistep --lr-step-per batch");
+    INFO(per_batch.output);
+    CHECK(per_batch.output.find("(multi-step decay per batch)") != std::string::npos);
+    CHECK(per_batch.output.find("epoch 0: ") != std::string::npos);
+    CHECK(per_batch.output.find(", lr 0.001\n") != std::string::npos);  // epoch 0: 3 batches at the course's rate
+    const auto e1 = per_batch.output.find("epoch 1: train loss");
+    REQUIRE(e1 != std::string::npos);
+    CHECK(per_batch.output.find(", lr 0.0001\n", e1) != std::string::npos);  // batch 5 of 6 on
+}

@@ -25,7 +25,7 @@ std::string error_of(const std::vector<std::string>& args) {
 
 }  // namespace
 
-TEST_CASE("no flags give the defaults: CNN, Adam 1e-3 annealed by cosine, L2Decay 1e-5, batch 100, 5 epochs, CPU") {
+TEST_CASE("no flags give the defaults: CNN, Adam 1e-3 (x0.1 for the last fifth), L2Decay 1e-5, batch 100, 5 epochs, CPU") {
     const auto o = parse({});
     CHECK(o.model == "cnn");
     CHECK(o.optimizer == "adam");
@@ -37,9 +37,13 @@ TEST_CASE("no flags give the defaults: CNN, Adam 1e-3 annealed by cosine, L2Deca
     CHECK(o.init == "torch");  // the main job's default; Network's own default stays Paddle's
     CHECK(o.workers == 0);
     CHECK(o.device == oar::DeviceOption{});
-    // The main job's default schedule: cosine annealing over the epochs, stepped per epoch.
-    CHECK(o.lr_schedule.kind == oar::ScheduleOption::Kind::cosine);
-    CHECK(o.lr_schedule.t_max == 0);  // --epochs
+    // The main job's default schedule: MultiStepDecay by 0.1 at four fifths of the epochs, stepped
+    // per epoch: epochs 0-3 at 1e-3, epoch 4 at 1e-4.
+    CHECK(o.lr_schedule.kind == oar::ScheduleOption::Kind::multistep);
+    CHECK(o.lr_schedule.milestones.empty());  // from --epochs
+    CHECK(o.lr_schedule.gamma == 0.1);
+    CHECK(o.lr_schedule.milestones_for(o.epochs) == std::vector<std::int64_t>{4});
+    CHECK(o.lr_schedule == oar::parse_schedule("multistep"));
     CHECK_FALSE(o.lr_step_per_batch);
     CHECK(parse({"--lr-schedule", "none"}).lr_schedule.kind == oar::ScheduleOption::Kind::none);
     CHECK(o.resume.empty());
@@ -83,6 +87,25 @@ TEST_CASE("the LR schedules' forms") {
     const auto pl = oar::parse_schedule("plateau:2:0.3");
     CHECK((pl.kind == K::plateau && pl.patience == 2 && pl.gamma == 0.3));
     CHECK(oar::parse_schedule("plateau").patience == 10);
+    const auto ms = oar::parse_schedule("multistep:2,5:0.3");
+    CHECK((ms.kind == K::multistep && ms.milestones == std::vector<std::int64_t>{2, 5} && ms.gamma == 0.3));
+    CHECK(ms.milestones_for(100) == std::vector<std::int64_t>{2, 5});  // given milestones are kept
+}
+
+TEST_CASE("multistep without milestones: one at round(4/5 of the run), at least 1") {
+    const auto m = oar::parse_schedule("multistep");
+    CHECK(m.kind == oar::ScheduleOption::Kind::multistep);
+    CHECK(m.gamma == 0.1);
+    using V = std::vector<std::int64_t>;
+    CHECK(m.milestones_for(5) == V{4});    // the default run: epoch 4 of 0..4 at 1e-4
+    CHECK(m.milestones_for(10) == V{8});
+    CHECK(m.milestones_for(4) == V{3});    // 3.2
+    CHECK(m.milestones_for(3) == V{2});    // 2.4
+    CHECK(m.milestones_for(2) == V{2});    // 1.6: the end of the run, a constant rate
+    CHECK(m.milestones_for(1) == V{1});
+    CHECK(m.milestones_for(0) == V{1});
+    CHECK(m.milestones_for(2500) == V{2000});  // per batch: 5 epochs of 500 batches
+    CHECK(m.milestones_for(7) == V{6});    // 5.6 rounds up
 }
 
 TEST_CASE("--lr-step-per batch makes the schedule step per batch, before or after --lr-schedule") {
@@ -120,6 +143,8 @@ TEST_CASE("bad flags and values are usage errors that name the flag and the valu
         {{"--lr-schedule", "step:2:1.5"}, "the factor must be in (0, 1)"},
         {{"--lr-schedule", "multistep:4,2"}, "milestones must increase"},
         {{"--lr-schedule", "multistep:2,,4"}, "--lr-schedule milestone needs an integer >= 1, got ''"},
+        {{"--lr-schedule", "multistep:"}, "--lr-schedule milestone needs an integer >= 1, got ''"},
+        {{"--lr-schedule", "multistep::0.5"}, "--lr-schedule milestone needs an integer >= 1, got ''"},
         {{"--lr-step-per", "step"}, "--lr-step-per must be epoch or batch, got 'step'"},
         {{"--lr-schedule", "plateau", "--lr-step-per", "batch"},
          "--lr-step-per batch: plateau steps on the validation loss, once per epoch"},

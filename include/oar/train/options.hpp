@@ -4,6 +4,7 @@
 // (fuzz/fuzz_options.cpp) can call it on any argv.
 #pragma once
 
+#include <algorithm>    // std::max: the default milestone
 #include <cmath>        // std::isfinite
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::uint64_t
@@ -90,16 +91,26 @@ inline DeviceOption parse_device(const std::string& v) {
     throw usage_error("--device must be cpu, gpu or gpu:N (N a device number), got '" + v + "'");
 }
 
-/// --lr-schedule: none | step:SIZE[:GAMMA] | multistep:E1,E2,...[:GAMMA] | cosine[:T_MAX] |
-/// plateau[:PATIENCE[:FACTOR]] (epochs; GAMMA and FACTOR default 0.1, T_MAX the epochs).
+/// --lr-schedule: none | step:SIZE[:GAMMA] | multistep[:E1,E2,...[:GAMMA]] | cosine[:T_MAX] |
+/// plateau[:PATIENCE[:FACTOR]] (epochs; GAMMA and FACTOR default 0.1, T_MAX the epochs, the
+/// milestones one at four fifths of the run).
 struct ScheduleOption {
     enum class Kind { none, step, multistep, cosine, plateau } kind = Kind::none;
     std::uint64_t step_size = 0;             ///< step
-    std::vector<std::int64_t> milestones;    ///< multistep
+    std::vector<std::int64_t> milestones;    ///< multistep; empty: one, at four fifths of the run
     std::uint64_t t_max = 0;                 ///< cosine; 0: the number of epochs
     std::uint64_t patience = 10;             ///< plateau
     double gamma = 0.1;                      ///< step, multistep; plateau's factor
     bool operator==(const ScheduleOption&) const = default;
+
+    /// multistep's milestones for a run of `run_steps` epochs (or batches, stepped per batch): the
+    /// ones given, else one at round(4/5 run_steps) (at least 1), so that the last fifth of the
+    /// run goes at gamma times the rate: 5 epochs -> [4], 10 -> [8], 3 -> [2]; 1 or 2 epochs ->
+    /// [1] or [2], the end of the run, i.e. a constant rate.
+    std::vector<std::int64_t> milestones_for(std::uint64_t run_steps) const {
+        if (!milestones.empty()) return milestones;
+        return {static_cast<std::int64_t>(std::max<std::uint64_t>(1, (4 * run_steps + 2) / 5))};
+    }
 };
 
 inline ScheduleOption parse_schedule(const std::string& v) {
@@ -113,7 +124,7 @@ inline ScheduleOption parse_schedule(const std::string& v) {
     }
     const auto bad = [&](const std::string& why) {
         return usage_error(detail::concat(flag, " '", v, "': ", why,
-                                          " (none, step:SIZE[:GAMMA], multistep:E1,E2,...[:GAMMA], cosine[:T_MAX], "
+                                          " (none, step:SIZE[:GAMMA], multistep[:E1,E2,...[:GAMMA]], cosine[:T_MAX], "
                                           "plateau[:PATIENCE[:FACTOR]])"));
     };
     const auto gamma = [&](const std::string& s) {
@@ -128,6 +139,10 @@ inline ScheduleOption parse_schedule(const std::string& v) {
         s.kind = ScheduleOption::Kind::step;
         s.step_size = parse_count(flag + " step size", parts[1], 1);
         if (parts.size() == 3) s.gamma = gamma(parts[2]);
+        return s;
+    }
+    if (kind == "multistep" && parts.size() == 1) {  // the milestone at four fifths of the run
+        s.kind = ScheduleOption::Kind::multistep;
         return s;
     }
     if (kind == "multistep" && (parts.size() == 2 || parts.size() == 3)) {
@@ -179,11 +194,14 @@ struct TrainOptions {
     std::string checkpoint_dir;
     std::string resume;  ///< "latest", a checkpoint's DIR/STEM, or a folder (its "latest")
     std::string log_dir;
-    /// Cosine annealing over the epochs (T_MAX = --epochs, stepped per epoch): the main job's
-    /// default, as --init is torch's; `--lr-schedule none` keeps the course's constant rate.
-    /// 5 epochs on MNIST, 10 seeds each (README, Results): mean test accuracy 98.97 % (9 of 10
-    /// seeds >= 98.9 %) against 98.83 % (6 of 10) with the constant rate.
-    ScheduleOption lr_schedule = parse_schedule("cosine");
+    /// The main job's default, as --init is torch's: the course's constant rate for the first four
+    /// fifths of the epochs, a tenth of it for the last fifth (MultiStepDecay, one milestone at
+    /// round(4/5 --epochs), stepped per epoch: 5 epochs are 4 at 1e-3 and 1 at 1e-4; 1 or 2
+    /// epochs stay constant). `--lr-schedule none` keeps the course's constant rate throughout.
+    /// Chosen over cosine annealing (the default before) by validation accuracy on seeds
+    /// 100..119, then tested (README, Results): MNIST, 5 epochs, seeds 0..9, mean test accuracy
+    /// 99.07 % (10 of 10 >= 98.9 %), against 98.96 % with cosine and 98.83 % constant.
+    ScheduleOption lr_schedule = parse_schedule("multistep");
     /// --lr-step-per batch: the schedule steps after every batch (Paddle's LRScheduler(by_step=True)),
     /// and SIZE, the milestones and T_MAX count batches (T_MAX's default: every batch of the run);
     /// otherwise it steps after every epoch and they count epochs.
