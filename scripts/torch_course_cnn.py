@@ -14,7 +14,8 @@ downloaded.
   seed   torch.manual_seed(seed) (initialisation) and the numpy seed (shuffling)
 
 Usage:
-  .venv/bin/python scripts/torch_course_cnn.py --data ../shared/data/mnist --seed 0 --epochs 5
+  .venv/bin/python scripts/torch_course_cnn.py --data ../shared/data/mnist --seed 0 --epochs 5 [--milestones 4]
+  (--milestones 4: train_mnist's default schedule, the last of 5 epochs at a tenth of the rate)
 The last line printed is
   torch: data=... norm=... seed=... epochs=... test_accuracy=... seconds=...
 where seconds is the training wall time (all epochs, excluding evaluation).
@@ -36,7 +37,12 @@ def main():
     ap.add_argument("--norm", choices=("course", "meanstd"), default="course")
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--milestones", default="",
+                    help="comma-separated epochs where the rate is multiplied by --gamma "
+                         "(torch.optim.lr_scheduler.MultiStepLR, stepped per epoch); empty: constant, the course's")
+    ap.add_argument("--gamma", type=float, default=0.1)
     args = ap.parse_args()
+    milestones = [int(m) for m in args.milestones.split(",") if m]
 
     import torch
     import torch.nn as nn
@@ -53,6 +59,7 @@ def main():
         nn.Conv2d(20, 20, 5, stride=1, padding=2), nn.ReLU(), nn.MaxPool2d(2, 2),
         nn.Flatten(), nn.Linear(980, 10))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-5)
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones, gamma=args.gamma) if milestones else None
 
     n = len(train_x)
     t0 = time.time()
@@ -68,7 +75,10 @@ def main():
             opt.step()
             total += float(loss)
             steps += 1
-        print(f"epoch {epoch}: steps={steps} mean_train_loss={total / steps:.4f}", flush=True)
+        print(f"epoch {epoch}: steps={steps} mean_train_loss={total / steps:.4f} lr={opt.param_groups[0]['lr']:g}",
+              flush=True)
+        if sched:
+            sched.step()
     seconds = time.time() - t0
 
     model.eval()
@@ -80,7 +90,7 @@ def main():
     acc = correct / len(test_x)
     name = os.path.basename(os.path.normpath(args.data))
     print(f"torch: data={name} norm={args.norm} seed={args.seed} epochs={args.epochs} "
-          f"test_accuracy={acc:.4f} seconds={seconds:.1f}")
+          f"milestones={args.milestones or 'none'} test_accuracy={acc:.4f} seconds={seconds:.1f}")
 
 
 if __name__ == "__main__":
