@@ -138,6 +138,10 @@ inline std::string describe_schedule(const oar::TrainOptions& c) {
 /// --lr-schedule: the schedule and its LRScheduler callback (stepped per epoch, or per batch with
 /// --lr-step-per batch: then sizes count batches and cosine's T_MAX defaults to epochs x
 /// batches_per_epoch), at most one set. Not copyable or movable: the callbacks point at the schedules.
+/// Step and multi-step schedules resume from the checkpoint's position with the rate of the schedule
+/// built now (LRResume::position): the default milestone follows --epochs, so a run resumed with
+/// more epochs trains its remaining epochs as the longer run does. Cosine (whose recursive rates
+/// are not its closed form's bits) and plateau resume with their saved rate, as Paddle's do.
 struct Schedules {
     std::optional<oar::StepDecay> step_s;
     std::optional<oar::MultiStepDecay> multi_s;
@@ -156,10 +160,11 @@ struct Schedules {
         const std::size_t run_steps = c.lr_step_per_batch ? c.epochs * std::max<std::size_t>(batches_per_epoch, 1) : c.epochs;
         if (ls.kind == Sched::step) {
             step_s.emplace(lr0, static_cast<std::int64_t>(ls.step_size), ls.gamma);
-            step.c = std::make_unique<oar::LRScheduler<oar::StepDecay>>(*step_s, mode);
+            step.c = std::make_unique<oar::LRScheduler<oar::StepDecay>>(*step_s, mode, "eval_loss", oar::LRResume::position);
         } else if (ls.kind == Sched::multistep) {
             multi_s.emplace(lr0, ls.milestones_for(run_steps), ls.gamma);
-            multi.c = std::make_unique<oar::LRScheduler<oar::MultiStepDecay>>(*multi_s, mode);
+            multi.c = std::make_unique<oar::LRScheduler<oar::MultiStepDecay>>(*multi_s, mode, "eval_loss",
+                                                                               oar::LRResume::position);
         } else if (ls.kind == Sched::cosine) {
             cos_s.emplace(lr0, static_cast<std::int64_t>(ls.t_max ? ls.t_max : run_steps));
             cosine.c = std::make_unique<oar::LRScheduler<oar::CosineAnnealingDecay>>(*cos_s, mode);
@@ -168,6 +173,16 @@ struct Schedules {
                                                                 .patience = static_cast<std::int64_t>(ls.patience)});
             plateau.c = std::make_unique<oar::LRScheduler<oar::ReduceOnPlateau>>(*plateau_s);
         }
+    }
+    /// A resumed model: the schedule takes its state from the checkpoint and sets the rate the next
+    /// step trains at (what its on_train_begin in fit does; doing it twice changes nothing).
+    template <class M>
+    void resume(M& model) {
+        const oar::Logs none{};
+        step.on_train_begin(model, none);
+        multi.on_train_begin(model, none);
+        cosine.on_train_begin(model, none);
+        plateau.on_train_begin(model, none);
     }
     Schedules(const Schedules&) = delete;
     Schedules& operator=(const Schedules&) = delete;

@@ -185,6 +185,7 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
     if (par.distributed()) model.set_gradient_sync([&dp] { dp.sync_gradients(); });
     const bool writer = dp.is_writer();
 
+    std::string resumed_from;  // "DIR/STEM" when resuming: said once the schedule has its rate
     if (!c.resume.empty()) {
         const auto [dir, stem] = locate_checkpoint(c);
         const oar::TrainingState st = model.load_checkpoint(dir, stem);
@@ -193,9 +194,7 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
                                                        st.network_seed, " (", dir, "/", stem, "): pass --seed ",
                                                        st.network_seed, " to resume it"));
         if (par.distributed()) dp.broadcast_parameters();
-        say("resumed from %s/%s: epoch %zu, step %zu of it, %llu steps in all, lr %g\n", dir.c_str(), stem.c_str(),
-            static_cast<std::size_t>(model.progress().epoch), static_cast<std::size_t>(model.progress().step_in_epoch),
-            static_cast<unsigned long long>(model.progress().global_step), static_cast<double>(model.learning_rate()));
+        resumed_from = dir + "/" + stem;
     }
 
     // The course's reader: shuffled every epoch (a new order from (seed, epoch)), the remainder
@@ -244,6 +243,12 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
             .dir = c.checkpoint_dir, .save_freq = 1, .monitor = "eval_acc", .is_writer = writer});
 
     lines::Schedules sched(c, loader.num_batches());
+    if (!resumed_from.empty()) {
+        sched.resume(model);  // the rate the next step trains at (fit does the same again: idempotent)
+        say("resumed from %s: epoch %zu, step %zu of it, %llu steps in all, lr %g\n", resumed_from.c_str(),
+            static_cast<std::size_t>(model.progress().epoch), static_cast<std::size_t>(model.progress().step_in_epoch),
+            static_cast<unsigned long long>(model.progress().global_step), static_cast<double>(model.learning_rate()));
+    }
 
     const D* valid = writer ? &data.valid : nullptr;  // other ranks' models are the same and print nothing
     // The schedules step before the checkpoint saves their state; the checkpoint comes last.

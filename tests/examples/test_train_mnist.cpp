@@ -392,6 +392,28 @@ TEST_CASE("--device gpu:N without that GPU (or without CUDA) is refused with a m
     CHECK(per_batch.output.find(", lr 1.5625e-05\n") != std::string::npos);
 }
 
+TEST_CASE("with the default schedule a 2-epoch run resumed to 4 epochs ends bit for bit as a 4-epoch run") {
+    // The default milestone follows --epochs (2 epochs: none inside the run; 4: epoch 3), and a
+    // resumed run takes the position from the checkpoint and the rate from the schedule of now.
+    TempDir tmp;
+    write_set(tmp.path, "train", 150);
+    write_set(tmp.path, "t10k", 30);
+    const std::string args = "--data " + tmp.path.string() + " --model mlp --batch-size 16 --log-every 0 --seed 5";
+    const Run whole = run(args + " --epochs 4 --checkpoint-dir " + (tmp.path / "a").string());
+    const Run first = run(args + " --epochs 2 --checkpoint-dir " + (tmp.path / "b").string());
+    const Run rest = run(args + " --epochs 4 --checkpoint-dir " + (tmp.path / "b").string() + " --resume latest");
+    INFO(whole.output, first.output, rest.output);
+    REQUIRE(whole.status == 0);
+    REQUIRE(first.status == 0);
+    REQUIRE(rest.status == 0);
+    CHECK(first.output.find("lr 0.001 (constant)") != std::string::npos);
+    CHECK(rest.output.find("lr 0.001 (x0.1 from epoch 3)") != std::string::npos);
+    CHECK(rest.output.find("resumed from " + (tmp.path / "b").string() + "/latest: epoch 2, step 0 of it, 20 steps in all, lr 0.001\n") !=
+          std::string::npos);
+    CHECK(file_bytes(tmp.path / "a" / "epoch_4.safetensors") == file_bytes(tmp.path / "b" / "epoch_4.safetensors"));
+    CHECK(file_bytes(tmp.path / "a" / "latest.state.safetensors") == file_bytes(tmp.path / "b" / "latest.state.safetensors"));
+}
+
 TEST_CASE("the default schedule: the course's rate for four fifths of the epochs, a tenth of it after") {
     TempDir tmp;
     write_set(tmp.path, "train", 60);

@@ -83,3 +83,46 @@ TEST_CASE("ReduceOnPlateau steps with the validation loss at each epoch's end; p
     CHECK(s.opt.learning_rate() == static_cast<float>(by_hand.last_lr()));
     CHECK_THROWS_AS(oar::LRScheduler(sched, oar::LRStepMode::per_step), oar::value_error);
 }
+
+TEST_CASE("a resumed schedule: the saved rate (Paddle's rule) or the position with the rate of the schedule built now") {
+    // A 2-epoch run whose milestone is 2 (its end) saves its schedule at epoch 2, rate 0.01.
+    Setup first;
+    oar::MultiStepDecay short_run(0.1, {2});
+    oar::LRScheduler cb(short_run);
+    first.model.fit(train, {.epochs = 2, .batch_size = 10}, cb);
+    REQUIRE(first.model.checkpoint_extra().at("lr_schedule.last_epoch") == "2");
+    const auto resume = [&](oar::LRResume how) {
+        Setup s;
+        s.model.set_progress(first.model.progress());
+        s.model.checkpoint_extra() = first.model.checkpoint_extra();
+        oar::MultiStepDecay longer(0.1, {3});  // the 4-epoch run's milestone
+        oar::LRScheduler resumed(longer, oar::LRStepMode::per_epoch, "eval_loss", how);
+        Rates r;
+        s.model.fit(train, {.epochs = 4, .batch_size = 10}, resumed, r);
+        return r.epoch;  // the rates epochs 2 and 3 trained at
+    };
+    const std::vector<double> position = resume(oar::LRResume::position);
+    REQUIRE(position.size() == 2);
+    CHECK(position[0] == static_cast<double>(0.1f));   // epoch 2 of a 4-epoch run: before its milestone
+    CHECK(position[1] == static_cast<double>(0.01f));  // epoch 3: after it
+    const std::vector<double> saved = resume(oar::LRResume::saved_rate);
+    REQUIRE(saved.size() == 2);
+    CHECK(saved[0] == static_cast<double>(0.01f));  // the short run's last rate carries over
+    CHECK(saved[1] == static_cast<double>(0.01f));
+    // Built with the same arguments, both continue with the same rates.
+    Setup same;
+    same.model.set_progress(first.model.progress());
+    same.model.checkpoint_extra() = first.model.checkpoint_extra();
+    oar::MultiStepDecay again(0.1, {2});
+    oar::LRScheduler by_position(again, oar::LRStepMode::per_epoch, "eval_loss", oar::LRResume::position);
+    Rates r;
+    same.model.fit(train, {.epochs = 3, .batch_size = 10}, by_position, r);
+    REQUIRE(r.epoch.size() == 1);
+    CHECK(r.epoch[0] == static_cast<double>(0.01f));
+}
+
+TEST_CASE("LRResume::position is refused for ReduceOnPlateau, whose rate is not a function of the epoch") {
+    oar::ReduceOnPlateau plateau(0.1, {});
+    CHECK_THROWS_WITH_AS(oar::LRScheduler(plateau, oar::LRStepMode::per_epoch, "eval_loss", oar::LRResume::position),
+                         doctest::Contains("LRResume::position needs a schedule with step(epoch)"), oar::value_error);
+}
