@@ -231,6 +231,19 @@ std::string file_bytes(const fs::path& p) {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+/// One job three ways: 4 epochs uninterrupted (checkpoints in dir/a), 2 epochs (dir/b), then
+/// resumed from dir/b's latest to 4 epochs.
+struct SplitRun {
+    Run whole, first, rest;
+};
+SplitRun run_split(const std::string& args, const fs::path& dir) {
+    SplitRun r;
+    r.whole = run(args + " --epochs 4 --checkpoint-dir " + (dir / "a").string());
+    r.first = run(args + " --epochs 2 --checkpoint-dir " + (dir / "b").string());
+    r.rest = run(args + " --epochs 4 --checkpoint-dir " + (dir / "b").string() + " --resume latest");
+    return r;
+}
+
 /// Starts TRAIN_MNIST with `args` as a real child process, reads its output line by line and
 /// sends it `sig` once a line starts with `when`; returns its exit status (or -signal) and output.
 Run run_and_signal(const std::vector<std::string>& args, const std::string& when, int sig) {
@@ -310,13 +323,9 @@ TEST_CASE("train_mnist stopped after epoch 2 and resumed to epoch 4 ends bit for
     // the MLP has dropout, Adam has moments and a step count, the schedule decays each epoch
     const std::string args = "--data " + tmp.path.string() +
                              " --model mlp --batch-size 16 --log-every 3 --lr 0.003 --lr-schedule step:1:0.7 --seed 5";
-    const Run whole = run(args + " --epochs 4 --checkpoint-dir " + (tmp.path / "a").string());
-    const Run first = run(args + " --epochs 2 --checkpoint-dir " + (tmp.path / "b").string());
-    const Run rest = run(args + " --epochs 4 --checkpoint-dir " + (tmp.path / "b").string() + " --resume latest");
+    const auto [whole, first, rest] = run_split(args, tmp.path);
     INFO(whole.output, first.output, rest.output);
-    REQUIRE(whole.status == 0);
-    REQUIRE(first.status == 0);
-    REQUIRE(rest.status == 0);
+    REQUIRE((whole.status == 0 && first.status == 0 && rest.status == 0));
     CHECK(rest.output.find("resumed from " + (tmp.path / "b").string() + "/latest: epoch 2, step 0 of it, 20 steps") !=
           std::string::npos);
     const std::string a = file_bytes(tmp.path / "a" / "epoch_4.safetensors");
@@ -399,17 +408,14 @@ TEST_CASE("with the default schedule a 2-epoch run resumed to 4 epochs ends bit 
     write_set(tmp.path, "train", 150);
     write_set(tmp.path, "t10k", 30);
     const std::string args = "--data " + tmp.path.string() + " --model mlp --batch-size 16 --log-every 0 --seed 5";
-    const Run whole = run(args + " --epochs 4 --checkpoint-dir " + (tmp.path / "a").string());
-    const Run first = run(args + " --epochs 2 --checkpoint-dir " + (tmp.path / "b").string());
-    const Run rest = run(args + " --epochs 4 --checkpoint-dir " + (tmp.path / "b").string() + " --resume latest");
+    const auto [whole, first, rest] = run_split(args, tmp.path);
     INFO(whole.output, first.output, rest.output);
-    REQUIRE(whole.status == 0);
-    REQUIRE(first.status == 0);
-    REQUIRE(rest.status == 0);
+    REQUIRE((whole.status == 0 && first.status == 0 && rest.status == 0));
     CHECK(first.output.find("lr 0.001 (constant)") != std::string::npos);
     CHECK(rest.output.find("lr 0.001 (x0.1 from epoch 3)") != std::string::npos);
     CHECK(rest.output.find("resumed from " + (tmp.path / "b").string() + "/latest: epoch 2, step 0 of it, 20 steps in all, lr 0.001\n") !=
           std::string::npos);
+    CHECK(file_bytes(tmp.path / "a" / "epoch_4.safetensors").size() > 400000);
     CHECK(file_bytes(tmp.path / "a" / "epoch_4.safetensors") == file_bytes(tmp.path / "b" / "epoch_4.safetensors"));
     CHECK(file_bytes(tmp.path / "a" / "latest.state.safetensors") == file_bytes(tmp.path / "b" / "latest.state.safetensors"));
 }
