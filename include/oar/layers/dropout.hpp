@@ -11,6 +11,8 @@
 #include "../core/error.hpp"           // value_error
 #include "../core/layer_concepts.hpp"  // LayerCheck
 #include "../core/rng.hpp"             // rng_stream
+#include "../kernels/cpu/dropout.hpp"  // op::dropout on cpu
+#include "../kernels/cpu/storage.hpp"  // storage<cpu>::copy (evaluation)
 
 namespace oar {
 
@@ -40,23 +42,10 @@ private:
     template <Backend B, class T = typename B::value_type>
     void apply(const Context<B>& ctx, const T* in, T* out, std::size_t count) const {
         if (!(p >= 0.0f && p < 1.0f)) throw value_error(detail::concat("Dropout: p must be in [0, 1), got ", p));
-        if (ctx.mode == Mode::eval || p == 0.0f) {
-            for (std::size_t i = 0; i < count; ++i) out[i] = in[i];
-            return;
-        }
+        if (ctx.mode == Mode::eval || p == 0.0f) return storage<B>::copy(out, in, count);
         const T scale = T(1) / (T(1) - T(p));
-        const std::uint64_t stream = rng_stream::dropout_of(ctx.layer_index, ctx.step);
-        // One Philox block holds the uniforms of 4 consecutive elements (CounterRng::uniform(stream, i)
-        // reads word i % 4 of block i / 4): draw each block once.
-        std::size_t i = 0;
-        for (; i + 4 <= count; i += 4) {
-            const auto block = ctx.rng.bits(stream, i / 4);
-            for (std::size_t k = 0; k < 4; ++k) {
-                const float u = static_cast<float>(block[k] >> 8) * (1.0f / 16777216.0f);  // as uniform()
-                out[i + k] = u < p ? T(0) : in[i + k] * scale;
-            }
-        }
-        for (; i < count; ++i) out[i] = ctx.rng.uniform(stream, i) < p ? T(0) : in[i] * scale;
+        kernel<op::dropout, B>::run(ctx.rng, rng_stream::dropout_of(ctx.layer_index, ctx.step), p, scale, in, out,
+                                    count);
     }
 };
 

@@ -7,6 +7,7 @@
 
 #include "../core/context.hpp"         // Context
 #include "../core/layer_concepts.hpp"  // LayerCheck
+#include "../kernels/cpu/storage.hpp"  // storage<cpu>::copy
 
 namespace oar {
 
@@ -19,12 +20,11 @@ struct Flatten {
 
     template <Backend B, class T = typename B::value_type>
     void forward(Context<B>&, Dims in, const T* x, T* y, std::size_t n) const {
-        for (std::size_t i = 0, e = n * in.size(); i < e; ++i) y[i] = x[i];
+        storage<B>::copy(y, x, n * in.size());
     }
     template <Backend B, class T = typename B::value_type>
     void backward(Context<B>&, Dims in, const T*, const T*, const T* dy, T* dx, std::size_t n) const {
-        if (dx)
-            for (std::size_t i = 0, e = n * in.size(); i < e; ++i) dx[i] = dy[i];
+        if (dx) storage<B>::copy(dx, dy, n * in.size());
     }
 };
 

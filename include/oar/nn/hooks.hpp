@@ -301,13 +301,15 @@ private:
 
 /// Throws non_finite_error naming the parameter (key, element, position) when any of p's values is
 /// NaN or +-inf, e.g. after an optimizer step: "... after the optimizer step of training step 3:
-/// parameter 3.weight element 17 of [20, 20, 5, 5] (at [0, 0, 3, 2]) is nan". One scan when all is well.
-template <class T>
-void check_finite_parameters(const basic_parameter_set<T>& p, std::uint64_t step,
+/// parameter 3.weight element 17 of [20, 20, 5, 5] (at [0, 0, 3, 2]) is nan". One scan when all is well
+/// (on a device backend, of a host copy of the values).
+template <class T, class B>
+void check_finite_parameters(const basic_parameter_set<T, B>& p, std::uint64_t step,
                              std::string_view when = "after the optimizer step of") {
-    if (all_finite(p.values())) return;
+    const std::span<const T> all = p.host_values();
+    if (all_finite(all)) return;
     for (const ParamEntry& e : p.entries()) {
-        const auto v = p.value(e);
+        const auto v = all.subspan(e.offset, e.size);
         const std::size_t i = first_non_finite(v);
         if (i != v.size())
             throw non_finite_error(detail::concat("non-finite value ", when, " training step ", step, ": parameter ",

@@ -1,6 +1,8 @@
 // Network<Sequential<...>, Shape<...>, Backend>: a Sequential bound to an input shape and a
 // backend, owning its flat parameter/gradient buffers and an activation arena whose per-sample
-// layout is fixed at compile time. forward keeps every layer's output for backward; backward
+// layout is fixed at compile time. One class for every backend (docs/ARCHITECTURE.md): buffers
+// come from storage<B>, layers run kernel<Op, B>; on a GPU backend the arena, parameters and
+// gradients are device memory and a training step never leaves the device. forward keeps every layer's output for backward; backward
 // accumulates parameter gradients until clear_grad(), as Paddle's and PyTorch's loops expect.
 // forward/backward take an optional observer (diagnostics, NaN guard, per-layer allreduce in
 // nn/hooks.hpp and dist/) called after each layer; without one, no call is compiled in.
@@ -30,6 +32,7 @@
 #include "../core/error.hpp"           // shape_error, value_error
 #include "../core/layer_concepts.hpp"  // ParametricLayer
 #include "../core/tensor.hpp"          // TensorView, MutableTensorView
+#include "../kernels/cpu/storage.hpp"  // storage<cpu>
 #include "init.hpp"                    // initialize
 #include "parameters.hpp"              // ParameterSet, ParamEntry, StateEntry
 #include "sequential.hpp"              // Sequential::bind
@@ -104,10 +107,17 @@ public:
     using value_type = typename B::value_type;
     using view_type = basic_tensor_view<const value_type>;
     using mutable_view_type = basic_tensor_view<value_type>;
-    using parameter_set = basic_parameter_set<value_type>;
+    using parameter_set = basic_parameter_set<value_type, B>;
     using state_entry = basic_state_entry<value_type>;
     using layer_event = basic_layer_event<value_type>;
     static constexpr std::size_t num_layers = sizeof...(Ls);
+
+private:
+    using store = storage<B>;
+    template <class U>
+    using buffer = typename store::template buffer<U>;
+
+public:
 
     /// Whether layer i runs the ReLU at i + 1 in its epilogue (when no observer watches the pass).
     /// After a fused forward, activation(i + 1) is the ReLU's output, as activation(i + 2): the
@@ -116,36 +126,91 @@ public:
 
     /// Builds the network with Paddle's default initialisation (or `scheme`'s) drawn from `seed`.
     /// Moving or copying keeps the parameters (layers hold no pointers; the context does).
+    /// The initialisation is drawn on the host, whatever the backend, so networks of one seed start
+    /// bitwise equal on every backend.
     explicit Network(std::uint64_t seed = 0, init_scheme scheme = init_scheme::paddle)
         : params_(info::param_buffer_size, make_entries()) {
         ctx_.rng = CounterRng{seed};
+        aligned_vector<value_type> staged;  // host memory for a backend whose buffers are not
+        std::span<value_type> host = params_.values();
+        if constexpr (!store::host_memory) {
+            staged.assign(params_.values().size(), value_type(0));
+            host = staged;
+        }
         std::size_t t = 0;
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
             using L = std::tuple_element_t<I, std::tuple<Ls...>>;
             entry_begin_[I] = t;
             if constexpr (ParametricLayer<L>) {
                 const auto specs = L::params(info::dims[I]);
-                for (std::size_t k = 0; k < specs.size(); ++k, ++t)
-                    initialize(specs[k], params_.value(params_.entries()[t]), ctx_.rng, t, scheme);
+                for (std::size_t k = 0; k < specs.size(); ++k, ++t) {
+                    const ParamEntry& e = params_.entries()[t];
+                    initialize(specs[k], host.subspan(e.offset, e.size), ctx_.rng, t, scheme);
+                }
             }
         });
         entry_begin_[num_layers] = t;
+        if constexpr (!store::host_memory) params_.upload_values(staged);
     }
 
-    /// Runs every layer on x (batch, In...). The result is a view into the network's arena, valid
-    /// until the next forward. x is copied in, so the caller may reuse its buffer.
+    /// The same network on backend B of a network on another backend: its parameters, layer
+    /// settings, seed, step count and mode (e.g. a CPU network's copy on the GPU, or back).
+    template <Backend B2>
+        requires(!std::same_as<B2, B> && std::same_as<typename B2::value_type, value_type>)
+    explicit Network(const Network<Sequential<Ls...>, In, B2>& other) : Network(other.seed()) {
+        params_.upload_values(other.parameters().host_values());
+        for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+            std::get<I>(layers_) = other.template layer<I>();
+        });
+        step_ = other.step();
+        mode_ = other.training() ? Mode::train : Mode::eval;
+    }
+
+    /// Runs every layer on x (batch, In...) in host memory. The result is a view into the network's
+    /// arena (B's memory: to_host() copies it where that is not the host's), valid until the next
+    /// forward. x is copied in, so the caller may reuse its buffer.
     view_type forward(view_type x) { return forward(x, no_observer{}); }
     /// The same, calling obs.on_forward(layer_event) after each layer when Obs has it.
     template <LayerObserver<value_type> Obs>
     view_type forward(view_type x, Obs&& obs) {
+        stage_input(x, false);
+        return run_forward(obs);
+    }
+    view_type operator()(view_type x) { return forward(x); }
+    /// forward for x already in B's memory (e.g. a batch uploaded ahead by the loader).
+    view_type forward_device(view_type x) {
+        stage_input(x, true);
+        return run_forward(no_observer{});
+    }
+
+    /// A view of B's memory copied to the host (waits for B). Only for backends whose memory is
+    /// not the host's (on the CPU a view is already readable): Model tells them apart by it.
+    static std::vector<value_type> to_host(view_type v)
+        requires(!storage<B>::host_memory)
+    {
+        std::vector<value_type> out(v.size());
+        storage<B>::download(out.data(), v.data(), v.size());
+        storage<B>::synchronize();
+        return out;
+    }
+
+private:
+    /// Checks x and copies it to activation 0 (from the host, or within B when on_device).
+    void stage_input(view_type x, bool on_device) {
         if (!(x.dims() == In::dims))
             throw shape_error(detail::concat("Network::forward: input has per-sample shape ", to_string(x.dims()),
                                              ", the network was bound to ", to_string(In::dims)));
         if (x.batch() == 0) throw shape_error("Network::forward: the batch is empty");
         if (x.data() == nullptr) throw value_error("Network::forward: the input has no data");
+        guard_.activate();
         reserve(x.batch());
         batch_ = x.batch();
-        std::copy(x.data(), x.data() + x.size(), activation_ptr(0));
+        if (on_device) store::copy(activation_ptr(0), x.data(), x.size());
+        else store::upload(activation_ptr(0), x.data(), x.size());
+    }
+
+    template <class Obs>
+    view_type run_forward(Obs&& obs) {
         ctx_.mode = mode_;
         ctx_.step = step_;
         ctx_.workspace = workspace_.data();  // (re)pointed here: a copied network must not use the original's
@@ -173,10 +238,11 @@ public:
         if (mode_ == Mode::train) ++step_;
         return activation(num_layers);
     }
-    view_type operator()(view_type x) { return forward(x); }
 
-    /// Back-propagates dL/d(output) through the last forward's activations, adding to the
-    /// parameter gradients. With `dx`, also writes dL/d(input) there.
+public:
+
+    /// Back-propagates dL/d(output) (B's memory) through the last forward's activations, adding to
+    /// the parameter gradients. With `dx` (B's memory), also writes dL/d(input) there.
     void backward(view_type dy) { backward(dy, no_observer{}); }
     void backward(view_type dy, mutable_view_type dx) { backward(dy, dx, no_observer{}); }
     /// The same, calling obs.on_backward(layer_event) after each layer (last layer first) when
@@ -218,6 +284,15 @@ public:
     void set_step(std::uint64_t s) { step_ = s; }
 
 private:
+    /// Makes the backend's device current where the backend pins one (basic_cuda<N>): first, before
+    /// any member allocates, and again at each forward/backward in case the caller switched.
+    struct backend_guard {
+        backend_guard() { activate(); }
+        static void activate() {
+            if constexpr (requires { storage<B>::activate(); }) storage<B>::activate();
+        }
+    };
+
     static std::vector<ParamEntry> make_entries() {
         std::vector<ParamEntry> entries;
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
@@ -261,10 +336,10 @@ private:
     /// Grows the arena for `batch` samples; never shrinks, so a steady loop allocates nothing.
     void reserve(std::size_t batch) {
         if (batch <= capacity_) return;
-        acts_.assign(batch * info::activation_floats, value_type(0));
-        grad_a_.assign(batch * info::max_activation_floats, value_type(0));
-        grad_b_.assign(batch * info::max_activation_floats, value_type(0));
-        if (workspace_.size() < info::max_workspace) workspace_.assign(info::max_workspace, value_type(0));
+        acts_ = store::template make<value_type>(batch * info::activation_floats);
+        grad_a_ = store::template make<value_type>(batch * info::max_activation_floats);
+        grad_b_ = store::template make<value_type>(batch * info::max_activation_floats);
+        if (workspace_.size() < info::max_workspace) workspace_ = store::template make<value_type>(info::max_workspace);
         capacity_ = batch;
     }
 
@@ -295,9 +370,10 @@ private:
         if (!(dy.dims() == info::dims[num_layers]) || dy.batch() != batch_)
             throw shape_error(detail::concat("Network::backward: dy has shape ", dy.shape_string(), ", expected ",
                                              view_type(nullptr, batch_, info::dims[num_layers]).shape_string()));
+        guard_.activate();
         value_type* cur = grad_a_.data();
         value_type* next = grad_b_.data();
-        std::copy(dy.data(), dy.data() + dy.size(), cur);
+        store::copy(cur, dy.data(), dy.size());
         ctx_.mode = mode_;
         ctx_.step = last_step_;
         ctx_.workspace = workspace_.data();
@@ -340,6 +416,7 @@ private:
         std::swap(cur, next);
     }
 
+    backend_guard guard_;  ///< first: the device is current before any buffer is allocated
     std::array<std::size_t, num_layers + 1> entry_begin_{};  ///< layer i's tensors: entries()[entry_begin_[i], entry_begin_[i+1])
     std::tuple<Ls...> layers_{};
     parameter_set params_;
@@ -350,7 +427,7 @@ private:
     std::size_t batch_ = 0;
     std::size_t capacity_ = 0;
     bool fused_forward_ = false;  ///< the last forward ran fused layers (activation_ptr then redirects)
-    aligned_vector<value_type> acts_, grad_a_, grad_b_, workspace_;
+    buffer<value_type> acts_, grad_a_, grad_b_, workspace_;
 };
 
 }  // namespace oar

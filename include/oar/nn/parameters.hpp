@@ -3,7 +3,6 @@
 // Optimizers run one fused pass over the flat buffers; state dicts are views into them.
 #pragma once
 
-#include <algorithm>  // std::fill, std::copy
 #include <cstddef>    // std::size_t
 #include <map>        // std::map for load_state_dict
 #include <span>       // std::span
@@ -14,6 +13,7 @@
 #include "../core/aligned.hpp"  // aligned_vector
 #include "../core/error.hpp"    // shape_error, value_error
 #include "../core/shape.hpp"    // Dims
+#include "../kernels/cpu/storage.hpp"  // storage<cpu> (the default backend)
 
 namespace oar {
 
@@ -34,18 +34,25 @@ struct basic_state_entry {
 };
 using StateEntry = basic_state_entry<float>;
 
-/// The flat buffers of scalar T and the table of named tensors in them.
-template <class T>
+/// The flat buffers of scalar T in backend B's memory (host memory for the CPU, device memory for
+/// a GPU), and the table of named tensors in them. values() / grads() are B's memory: pass them to
+/// kernels. state_dict(), host_values() and load_state_dict() work on the host on every backend
+/// (through a host mirror where B's memory is not the host's).
+template <class T, class B = basic_cpu<T>>
 class basic_parameter_set {
+    using store = storage<B>;
+
 public:
     using value_type = T;
+    using backend = B;
     using state_entry = basic_state_entry<T>;
 
     basic_parameter_set() = default;
     basic_parameter_set(std::size_t buffer_size, std::vector<ParamEntry> entries)
-        : values_(buffer_size, T(0)), grads_(buffer_size, T(0)), entries_(std::move(entries)) {}
+        : values_(store::template make<T>(buffer_size)), grads_(store::template make<T>(buffer_size)),
+          entries_(std::move(entries)) {}
 
-    /// The whole flat buffers, alignment padding included (padding stays zero).
+    /// The whole flat buffers, alignment padding included (padding stays zero). B's memory.
     std::span<T> values() { return {values_.data(), values_.size()}; }
     std::span<const T> values() const { return {values_.data(), values_.size()}; }
     std::span<T> grads() { return {grads_.data(), grads_.size()}; }
@@ -59,6 +66,7 @@ public:
         return s;
     }
 
+    /// One tensor's block of values() / grads() (B's memory).
     std::span<T> value(const ParamEntry& e) { return {values_.data() + e.offset, e.size}; }
     std::span<const T> value(const ParamEntry& e) const { return {values_.data() + e.offset, e.size}; }
     std::span<T> grad(const ParamEntry& e) { return {grads_.data() + e.offset, e.size}; }
@@ -72,18 +80,26 @@ public:
                                          " parameter tensors)"));
     }
 
-    void clear_grad() { std::fill(grads_.begin(), grads_.end(), T(0)); }
+    void clear_grad() { store::fill(grads_.data(), grads_.size(), T(0)); }
 
-    /// Views of every parameter tensor by key, in layer order.
+    /// The whole value buffer readable on the host: values() itself on a host backend, else a
+    /// copy (waits for B) valid until the next host_values() or state_dict().
+    std::span<const T> host_values() const { return host_copy(values_, mirror_); }
+    /// The same for the gradients.
+    std::span<const T> host_grads() const { return host_copy(grads_, grad_mirror_); }
+
+    /// Views of every parameter tensor by key, in layer order, readable on the host (see
+    /// host_values() for how long they stay valid).
     std::vector<state_entry> state_dict() const {
+        const std::span<const T> v = host_values();
         std::vector<state_entry> out;
         out.reserve(entries_.size());
-        for (const auto& e : entries_) out.push_back({e.key, e.dims, value(e)});
+        for (const auto& e : entries_) out.push_back({e.key, e.dims, v.subspan(e.offset, e.size)});
         return out;
     }
 
-    /// Copies `state` in. Every key must be present exactly once with the same shape; nothing is
-    /// changed unless all entries check out (no half-loaded network).
+    /// Copies `state` (host memory) in. Every key must be present exactly once with the same shape;
+    /// nothing is changed unless all entries check out (no half-loaded network).
     void load_state_dict(const std::vector<state_entry>& state) {
         std::map<std::string, const state_entry*> by_key;
         for (const auto& s : state) {
@@ -106,14 +122,35 @@ public:
             }
         for (const auto& e : entries_) {
             const auto& src = by_key.at(e.key)->values;
-            std::copy(src.begin(), src.end(), values_.begin() + static_cast<std::ptrdiff_t>(e.offset));
+            store::upload(values_.data() + e.offset, src.data(), src.size());
         }
     }
 
+    /// Replaces the whole value buffer with `host` (host memory, values().size() values).
+    void upload_values(std::span<const T> host) {
+        if (host.size() != values_.size())
+            throw shape_error(detail::concat("upload_values: ", host.size(), " values for a buffer of ", values_.size()));
+        store::upload(values_.data(), host.data(), host.size());
+    }
+
 private:
-    aligned_vector<T> values_;
-    aligned_vector<T> grads_;
+    using buffer = typename store::template buffer<T>;
+
+    static std::span<const T> host_copy(const buffer& b, aligned_vector<T>& mirror) {
+        if constexpr (store::host_memory) {
+            return {b.data(), b.size()};
+        } else {
+            mirror.resize(b.size());
+            store::download(mirror.data(), b.data(), b.size());
+            store::synchronize();
+            return {mirror.data(), mirror.size()};
+        }
+    }
+
+    buffer values_;
+    buffer grads_;
     std::vector<ParamEntry> entries_;
+    mutable aligned_vector<T> mirror_, grad_mirror_;  ///< host copies (backends with device memory only)
 };
 
 using ParameterSet = basic_parameter_set<float>;

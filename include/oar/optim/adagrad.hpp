@@ -2,8 +2,6 @@
 // m += g'^2;  p -= lr g' / (sqrt(m) + eps),  g' = g + l2 p.
 #pragma once
 
-#include <algorithm>  // std::fill
-
 #include "../core/backend.hpp"         // Backend, cpu
 #include "../kernels/cpu/update.hpp"   // op::fused_update on cpu, adagrad_fn
 #include "optimizer.hpp"               // OptimizerBase, L2Decay
@@ -20,7 +18,7 @@ struct AdagradOptions {
 template <Backend B = cpu>
 class Adagrad : public OptimizerBase<B> {
     using base = OptimizerBase<B>;
-    using base::lr_, base::l2_, base::size, base::values, base::grads, base::zeros;
+    using base::lr_, base::l2_, base::size, base::values, base::grads, base::zeros, base::view;
 
 public:
     using typename base::value_type;
@@ -29,18 +27,19 @@ public:
     explicit Adagrad(parameter_set& params, AdagradOptions o = {})
         : base("Adagrad", params, o.learning_rate, o.weight_decay),
           eps_(detail::checked_rate("Adagrad", "epsilon", o.epsilon)), moment_(zeros()) {
-        std::fill(moment_.begin(), moment_.end(),
-                  detail::checked_rate("Adagrad", "initial_accumulator_value", o.initial_accumulator_value));
+        storage<B>::fill(moment_.data(), moment_.size(),
+                         static_cast<value_type>(detail::checked_rate("Adagrad", "initial_accumulator_value",
+                                                                      o.initial_accumulator_value)));
     }
 
     void step() {
         kernel<op::fused_update, B>::run(adagrad_fn{lr_, l2_, eps_}, size(), values(), grads(), moment_.data(), nullptr);
     }
-    std::vector<std::pair<std::string, std::span<value_type>>> state() { return {{"moment", moment_}}; }
+    std::vector<typename base::state_view> state() { return {{"moment", view(moment_)}}; }
 
 private:
     float eps_;
-    aligned_vector<value_type> moment_;
+    typename base::state_buffer moment_;
 };
 
 }  // namespace oar

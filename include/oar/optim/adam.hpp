@@ -23,7 +23,7 @@ struct AdamOptions {
 template <Backend B = cpu>
 class Adam : public OptimizerBase<B> {
     using base = OptimizerBase<B>;
-    using base::lr_, base::l2_, base::size, base::values, base::grads, base::zeros;
+    using base::lr_, base::l2_, base::size, base::values, base::grads, base::zeros, base::view;
 
 public:
     using typename base::value_type;
@@ -43,7 +43,7 @@ public:
         const adam_fn f{static_cast<float>(lr_ * bc2 / bc1), static_cast<float>(eps_ * bc2), b1_, b2_, l2_};
         kernel<op::fused_update, B>::run(f, size(), values(), grads(), m_.data(), v_.data());
     }
-    std::vector<std::pair<std::string, std::span<value_type>>> state() { return {{"moment1", m_}, {"moment2", v_}}; }
+    std::vector<typename base::state_view> state() { return {{"moment1", view(m_)}, {"moment2", view(v_)}}; }
 
     /// Updates taken so far (t in the bias corrections); settable for resume.
     std::uint64_t step_count() const { return t_; }
@@ -51,7 +51,7 @@ public:
 
 private:
     float b1_, b2_, eps_;
-    aligned_vector<value_type> m_, v_;
+    typename base::state_buffer m_, v_;
     std::uint64_t t_ = 0;
 };
 

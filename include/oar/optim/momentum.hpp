@@ -18,7 +18,7 @@ struct MomentumOptions {
 template <Backend B = cpu>
 class Momentum : public OptimizerBase<B> {
     using base = OptimizerBase<B>;
-    using base::lr_, base::l2_, base::size, base::values, base::grads, base::zeros;
+    using base::lr_, base::l2_, base::size, base::values, base::grads, base::zeros, base::view;
 
 public:
     using typename base::value_type;
@@ -32,12 +32,12 @@ public:
         kernel<op::fused_update, B>::run(momentum_fn{lr_, l2_, mu_, nesterov_}, size(), values(), grads(),
                                          velocity_.data(), nullptr);
     }
-    std::vector<std::pair<std::string, std::span<value_type>>> state() { return {{"velocity", velocity_}}; }
+    std::vector<typename base::state_view> state() { return {{"velocity", view(velocity_)}}; }
 
 private:
     float mu_;
     bool nesterov_;
-    aligned_vector<value_type> velocity_;
+    typename base::state_buffer velocity_;
 };
 
 }  // namespace oar

@@ -10,10 +10,10 @@
 #include <utility>      // std::pair
 #include <vector>       // std::vector
 
-#include "../core/aligned.hpp"     // aligned_vector
 #include "../core/backend.hpp"     // Backend
 #include "../core/error.hpp"       // value_error
-#include "../nn/parameters.hpp"    // ParameterSet
+#include "../kernels/dispatch.hpp"  // storage<B>: the state buffers
+#include "../nn/parameters.hpp"    // basic_parameter_set
 
 namespace oar {
 
@@ -43,12 +43,16 @@ inline float checked_rate(const char* who, const char* what, float v) {
 }
 }  // namespace detail
 
-/// Shared state of the optimizers: the parameter set, learning rate and decay.
+/// Shared state of the optimizers: the parameter set, learning rate and decay. Written once for
+/// every backend: the update is kernel<op::fused_update, B>, the state lives in storage<B> buffers.
 template <Backend B>
 class OptimizerBase {
 public:
     using value_type = typename B::value_type;
-    using parameter_set = basic_parameter_set<value_type>;
+    using backend = B;
+    using parameter_set = basic_parameter_set<value_type, B>;
+    /// A named state buffer (B's memory), as state() lists them for checkpoints.
+    using state_view = std::pair<std::string, std::span<value_type>>;
 
     OptimizerBase(const char* name, parameter_set& params, float lr, L2Decay decay)
         : name_(name), params_(&params), lr_(detail::checked_rate(name, "learning_rate", lr)),
@@ -63,7 +67,10 @@ protected:
     std::size_t size() const { return params_->values().size(); }
     value_type* values() { return params_->values().data(); }
     const value_type* grads() const { return params_->grads().data(); }
-    aligned_vector<value_type> zeros() const { return aligned_vector<value_type>(params_->values().size(), value_type(0)); }
+    using state_buffer = typename storage<B>::template buffer<value_type>;
+    /// A zeroed state buffer of the parameters' size (B's memory).
+    state_buffer zeros() const { return storage<B>::template make<value_type>(params_->values().size()); }
+    static std::span<value_type> view(state_buffer& b) { return {b.data(), b.size()}; }
 
     const char* name_;
     parameter_set* params_;

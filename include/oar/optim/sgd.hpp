@@ -15,7 +15,7 @@ struct SGDOptions {
 template <Backend B = cpu>
 class SGD : public OptimizerBase<B> {
     using base = OptimizerBase<B>;
-    using base::lr_, base::l2_, base::size, base::values, base::grads, base::zeros;
+    using base::lr_, base::l2_, base::size, base::values, base::grads;
 
 public:
     using typename base::value_type;
@@ -24,7 +24,7 @@ public:
     explicit SGD(parameter_set& params, SGDOptions o = {}) : base("SGD", params, o.learning_rate, o.weight_decay) {}
 
     void step() { kernel<op::fused_update, B>::run(sgd_fn{lr_, l2_}, size(), values(), grads(), nullptr, nullptr); }
-    std::vector<std::pair<std::string, std::span<value_type>>> state() { return {}; }
+    std::vector<typename base::state_view> state() { return {}; }
 };
 
 }  // namespace oar

@@ -57,6 +57,7 @@
 #include "../core/error.hpp"        // format_error, io_error, shape_error, value_error
 #include "../core/shape.hpp"        // Dims
 #include "../io/atomic_file.hpp"    // AtomicFile
+#include "../kernels/dispatch.hpp"  // storage_of: where the optimizer state lives
 #include "../io/safetensors.hpp"    // read/write safetensors
 #include "../layers/linear.hpp"     // Linear: stored transposed in torch
 #include "../nn/sequential.hpp"     // Sequential<Ls...>
@@ -240,15 +241,18 @@ void check_weights(const io::SafeTensors& st, const Net& net, WeightLayout layou
     check_tensors(st, expected, io::dtype_of<T>(), "network");
 }
 
-/// Copies validated weights into the network (cannot fail: check_weights ran first).
+/// Copies validated weights into the network (cannot fail: check_weights ran first). They are
+/// assembled in a host copy of the whole buffer and uploaded at once (one copy on a device backend).
 template <class Net>
 void apply_weights(const io::SafeTensors& st, Net& net, WeightLayout layout) {
     using T = typename Net::value_type;
     const auto transposed = transposed_keys<Net>();
     auto& params = net.parameters();
+    const std::span<const T> current = params.host_values();
+    std::vector<T> staged(current.begin(), current.end());
     for (const auto& e : params.entries()) {
         const auto bytes = st.bytes(st.at(e.key));
-        auto dst = params.value(e);
+        const std::span<T> dst(staged.data() + e.offset, e.size);
         if (layout == WeightLayout::torch && transposed.count(e.key) && e.dims.rank == 2) {
             const std::size_t rows = e.dims.d[0], cols = e.dims.d[1];  // memory (rows, cols), file (cols, rows)
             for (std::size_t c = 0; c < cols; ++c)
@@ -261,6 +265,7 @@ void apply_weights(const io::SafeTensors& st, Net& net, WeightLayout layout) {
             std::memcpy(dst.data(), bytes.data(), bytes.size());
         }
     }
+    params.upload_values(staged);
 }
 
 /// The weights file's bytes (header + data) in `layout`, ready to write and checksum.
@@ -269,12 +274,13 @@ std::vector<std::byte> weights_file_bytes(const Net& net, WeightLayout layout, s
     using T = typename Net::value_type;
     const auto transposed = transposed_keys<Net>();
     const auto& params = net.parameters();
+    const std::span<const T> host = params.host_values();
     std::vector<io::TensorRef> refs;
     scratch.clear();
     scratch.reserve(params.entries().size());
     for (const auto& e : params.entries()) {
         const bool tr = layout == WeightLayout::torch && transposed.count(e.key) && e.dims.rank == 2;
-        std::span<const T> values = params.value(e);
+        std::span<const T> values = host.subspan(e.offset, e.size);
         if (tr) {
             const std::size_t rows = e.dims.d[0], cols = e.dims.d[1];
             auto& t = scratch.emplace_back(values.size());
@@ -367,14 +373,24 @@ void save_checkpoint(const std::string& dir, const std::string& stem, const Net&
     std::string state_names;
     const auto& params = net.parameters();
     auto buffers = opt.state();
+    using opt_store = storage_of<Opt>;
+    std::vector<std::vector<T>> host_state;  // the state buffers on the host (device backends only)
+    host_state.reserve(buffers.size());
     for (const auto& [name, buf] : buffers) {
         if (buf.size() != params.values().size())
             throw value_error(detail::concat("save_checkpoint: optimizer state '", name, "' has ", buf.size(),
                                              " values, the network's buffer ", params.values().size()));
         state_names += (state_names.empty() ? "" : ",") + name;
+        const T* host = buf.data();
+        if constexpr (!opt_store::host_memory) {
+            auto& h = host_state.emplace_back(buf.size());
+            opt_store::download(h.data(), buf.data(), buf.size());
+            opt_store::synchronize();
+            host = h.data();
+        }
         for (const auto& e : params.entries())
             refs.push_back(io::TensorRef::of<T>(e.key + "." + name, detail::shape_of(e.dims, false),
-                                                std::span<const T>(buf.data() + e.offset, e.size)));
+                                                std::span<const T>(host + e.offset, e.size)));
     }
     std::map<std::string, std::string> meta{
         {"oar.kind", "training_state"},
@@ -488,7 +504,14 @@ TrainingState load_checkpoint(const std::string& dir, const std::string& stem, N
     for (auto& [name, buf] : buffers)
         for (const auto& e : net.parameters().entries()) {
             const auto bytes = state.bytes(state.at(e.key + "." + name));
-            if (!bytes.empty()) std::memcpy(buf.data() + e.offset, bytes.data(), bytes.size());
+            if (bytes.empty()) continue;
+            if constexpr (storage_of<Opt>::host_memory) {
+                std::memcpy(buf.data() + e.offset, bytes.data(), bytes.size());
+            } else {
+                std::vector<T> h(e.size);
+                std::memcpy(h.data(), bytes.data(), bytes.size());
+                storage_of<Opt>::upload(buf.data() + e.offset, h.data(), e.size);
+            }
         }
     opt.set_learning_rate(lr);
     if constexpr (requires { opt.set_step_count(step_count); }) opt.set_step_count(step_count);

@@ -35,15 +35,6 @@
 
 namespace oar {
 
-/// Geometry of a 2-D convolution or pooling window over one (C,H,W) sample.
-struct ConvGeometry {
-    std::size_t channels, height, width, kernel, stride, pad;
-    constexpr std::size_t out_height() const { return (height + 2 * pad - kernel) / stride + 1; }
-    constexpr std::size_t out_width() const { return (width + 2 * pad - kernel) / stride + 1; }
-    constexpr std::size_t col_rows() const { return channels * kernel * kernel; }
-    constexpr std::size_t col_cols() const { return out_height() * out_width(); }
-};
-
 namespace cpu_detail {
 /// The output columns [lo, hi) whose input column ox*stride + k - pad lies inside [0, width).
 inline void valid_range(std::size_t out, std::size_t stride, std::size_t k, std::size_t pad, std::size_t width,
@@ -127,10 +118,6 @@ struct kernel<op::bias_add, basic_cpu<T>> {
     }
 };
 
-namespace op {
-struct bias_relu {};  // y[n, c, p] = max(y[n, c, p] + b[c], 0): bias_add then a fused ReLU
-}  // namespace op
-
 /// kernel<op::bias_relu, cpu>::run(y, b, n, channels, inner): y (n, channels, inner) = max(y + b[c], 0),
 /// the same bits as bias_add followed by relu_fn (NaN passes through).
 template <class T>
@@ -206,14 +193,6 @@ struct kernel<op::bias_grad, basic_cpu<T>> {
         }
     }
 };
-
-namespace op {
-struct im2row {};            // one sample's (C,H,W) -> (OH*OW, C*K*K), the transpose of im2col
-struct conv2d_forward {};    // whole batch: y = conv(x, w) + b
-struct conv2d_backward {};   // whole batch: dw += .., db += .., dx = .. (optional)
-struct conv2d_forward_relu {};   // whole batch: y = max(conv(x, w) + b, 0)
-struct conv2d_backward_relu {};  // conv2d_backward of a convolution followed by a ReLU (dy masked in place)
-}  // namespace op
 
 /// kernel<op::im2row, cpu>::run(g, x, row): x (C,H,W) -> row (OH*OW, C*K*K), zeros where padded.
 template <class T>

@@ -55,10 +55,6 @@ struct tanh_fn {
     B simd_backward(B, B y, B dy) const { return dy * (B(1) - y * y); }
 };
 
-namespace op {
-struct relu_mask {};  // dy[i] = y[i] > 0 ? dy[i] : 0, in place (y: a ReLU's output)
-}  // namespace op
-
 template <class F, class T>
 concept SimdFunctor = requires(const F f, xsimd::batch<T> b) {
     { f.simd_apply(b) } -> std::same_as<xsimd::batch<T>>;
@@ -133,6 +129,15 @@ struct kernel<op::map_backward, basic_cpu<T>> {
             }
             for (; i < e; ++i) dx[i] = f.backward(x[i], y[i], dy[i]);
         });
+    }
+};
+
+/// kernel<op::scale_down, cpu>::run(x, n, d): x[i] /= d, in place (correctly rounded, so every
+/// rank that divides the same sums gets the same bits).
+template <class T>
+struct kernel<op::scale_down, basic_cpu<T>> {
+    static void run(T* x, std::size_t n, T d) {
+        for (std::size_t i = 0; i < n; ++i) x[i] /= d;
     }
 };
 

@@ -26,8 +26,6 @@
 
 namespace oar {
 
-enum class Trans : bool { no = false, yes = true };
-
 namespace cpu_detail {
 
 /// Rows of C per micro-tile: 2*MR accumulators plus the B row and a broadcast must fit the vector

@@ -49,29 +49,42 @@ struct kernel<op::softmax_backward, basic_cpu<T>> {
 /// kernel<op::softmax_cross_entropy, cpu>::run(z, labels, rows, cols, scale, losses, dz) -> sum of losses
 ///   losses[r] = logsumexp(z_r) - z_r[label_r]; dz = scale * (softmax(z) - onehot(label)).
 ///   Labels are checked by the caller. `losses` may be null; `dz` may be null (evaluation).
+/// kernel<...>::run_rows(z, labels, rows, cols, scale, row_losses, dz): the same with every row's
+///   loss in double (row_losses, never null), the form every backend has (CrossEntropyLoss sums
+///   them on the host in row order: the bits of run's total).
 template <class T>
 struct kernel<op::softmax_cross_entropy, basic_cpu<T>> {
     static double run(const T* OAR_RESTRICT z, const std::int64_t* labels, std::size_t rows, std::size_t cols,
                       T scale, T* losses, T* OAR_RESTRICT dz) {
         double total = 0.0;
         for (std::size_t r = 0; r < rows; ++r) {
-            const T* in = z + r * cols;
-            T m = in[0];
-            for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
-            double s = 0.0;
-            for (std::size_t j = 0; j < cols; ++j) s += std::exp(static_cast<double>(in[j]) - static_cast<double>(m));
-            const double lse = std::log(s) + static_cast<double>(m);
-            const auto label = static_cast<std::size_t>(labels[r]);
-            const double loss = lse - static_cast<double>(in[label]);
+            const double loss = row(z, labels, r, cols, scale, dz);
             total += loss;
             if (losses) losses[r] = static_cast<T>(loss);
-            if (dz) {
-                for (std::size_t j = 0; j < cols; ++j)
-                    dz[r * cols + j] = scale * static_cast<T>(std::exp(static_cast<double>(in[j]) - lse));
-                dz[r * cols + label] -= scale;
-            }
         }
         return total;
+    }
+    static void run_rows(const T* OAR_RESTRICT z, const std::int64_t* labels, std::size_t rows, std::size_t cols,
+                         T scale, double* row_losses, T* OAR_RESTRICT dz) {
+        for (std::size_t r = 0; r < rows; ++r) row_losses[r] = row(z, labels, r, cols, scale, dz);
+    }
+
+private:
+    static double row(const T* OAR_RESTRICT z, const std::int64_t* labels, std::size_t r, std::size_t cols, T scale,
+                      T* OAR_RESTRICT dz) {
+        const T* in = z + r * cols;
+        T m = in[0];
+        for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
+        double s = 0.0;
+        for (std::size_t j = 0; j < cols; ++j) s += std::exp(static_cast<double>(in[j]) - static_cast<double>(m));
+        const double lse = std::log(s) + static_cast<double>(m);
+        const auto label = static_cast<std::size_t>(labels[r]);
+        if (dz) {
+            for (std::size_t j = 0; j < cols; ++j)
+                dz[r * cols + j] = scale * static_cast<T>(std::exp(static_cast<double>(in[j]) - lse));
+            dz[r * cols + label] -= scale;
+        }
+        return lse - static_cast<double>(in[label]);
     }
 };
 
