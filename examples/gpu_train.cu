@@ -3,8 +3,8 @@
 // runs (BatchStager). Interface: oar/cuda/train.hpp; built into the oar_gpu_train library.
 #include <oar/cuda/train.hpp>  // the interface implemented here
 
-#include <oar/cuda/network.cuh>       // Network<..., cuda>, Adam<cuda>, CrossEntropyLoss<cuda>, BatchStager
-#include <oar/cuda/runtime.cuh>       // set_device, OAR_CUDA_CHECK
+#include <oar/cuda.cuh>                // Network<..., cuda>, Adam<cuda>, CrossEntropyLoss<cuda>, BatchStager
+#include <oar/kernels/cuda/runtime.cuh>       // set_device, OAR_CUDA_CHECK
 #include <oar/layers/activation.hpp>  // ReLU
 #include <oar/layers/linear.hpp>      // Linear
 #include <oar/layers/pool2d.hpp>      // MaxPool2D
@@ -119,8 +119,8 @@ TrainResult train_course_cnn(const Samples& train, const Samples* eval, const Tr
     }
     result.train_images_per_sec =
         result.train_seconds > 0 ? static_cast<double>(images_trained) / result.train_seconds : 0.0;
-    const auto& host = net.parameters().to_host();
-    result.parameters.assign(host.values().begin(), host.values().end());
+    const auto host = net.parameters().host_values();
+    result.parameters.assign(host.begin(), host.end());
     return result;
 }
 

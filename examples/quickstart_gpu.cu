@@ -4,8 +4,8 @@
 // Run: build/release/quickstart_gpu [gpu:N]   (exits 77 without a GPU)
 // (examples/models.hpp includes oar/oar.hpp, which nvcc 13 cannot compile because of the data
 // loader's coroutines, so the model is spelled out here.)
-#include <oar/cuda/network.cuh>       // Network<..., cuda>, Adam<cuda>, CrossEntropyLoss<cuda>
-#include <oar/cuda/runtime.cuh>       // set_device, no_device_error
+#include <oar/cuda.cuh>                // Network<..., cuda>, Adam<cuda>, CrossEntropyLoss<cuda>
+#include <oar/kernels/cuda/runtime.cuh>       // set_device, no_device_error
 #include <oar/layers/activation.hpp>  // ReLU
 #include <oar/layers/linear.hpp>      // Linear
 #include <oar/layers/pool2d.hpp>      // MaxPool2D

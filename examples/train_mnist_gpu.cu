@@ -8,8 +8,8 @@
 // (train_mnist.cpp itself cannot be compiled by nvcc: simdjson).
 #include <oar/cuda/main_job.hpp>  // the interface implemented here
 
-#include <oar/cuda/network.cuh>            // Network<..., cuda>, SGD/Momentum/Adagrad/Adam<cuda>, CrossEntropyLoss<cuda>
-#include <oar/cuda/runtime.cuh>            // use_device, OAR_CUDA_CHECK
+#include <oar/cuda.cuh>                     // Network<..., cuda>, SGD/Momentum/Adagrad/Adam<cuda>, CrossEntropyLoss<cuda>
+#include <oar/kernels/cuda/runtime.cuh>            // use_device, OAR_CUDA_CHECK
 #include <oar/data/dataloader.hpp>         // DataLoader
 #include <oar/nn/summary.hpp>              // summary
 #include <oar/train/diagnostics.hpp>       // TerminateOnNonFinite

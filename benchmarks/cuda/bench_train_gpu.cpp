@@ -4,7 +4,7 @@
 // Run: build/release/benchmarks/cuda/bench_train_gpu [steps=200]   (exits 77 without a GPU)
 // PyTorch side by side: benchmarks/cuda/torch_cnn.py (same model, batch sizes and steps).
 #include <oar/core/error.hpp>  // oar::error
-#include <oar/cuda/device.hpp> // no_device_error
+#include <oar/kernels/cuda/device.hpp> // no_device_error
 #include <oar/cuda/train.hpp>  // oar::gpu::train_course_cnn
 
 #include <cstdint>  // std::int64_t

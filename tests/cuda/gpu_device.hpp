@@ -7,7 +7,7 @@
 #include <cstddef>    // std::size_t
 #include <vector>     // std::vector
 
-#include <oar/cuda/runtime.cuh>  // device_buffer
+#include <oar/kernels/cuda/runtime.cuh>  // device_buffer
 
 namespace oar_test {
 

@@ -3,7 +3,7 @@
 // dropout masks compared bit for bit. Skipped (exit 77) where there is no GPU.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
-#include <oar/cuda/kernels.cuh>  // the header under test
+#include <oar/kernels/cuda/kernels.cuh>  // the header under test
 
 #include <oar/kernels/cpu/conv.hpp>         // CPU references
 #include <oar/kernels/cpu/elementwise.hpp>  // relu_fn, op::map on cpu
@@ -138,7 +138,7 @@ TEST_CASE("the fused Adam update is one launch equal to the CPU update, and drop
     for (std::size_t i = 0; i < n; ++i) ref[i] = rng.uniform(stream, i) < 0.2f ? 0.0f : p0[i] * (1.0f / 0.8f);
     oar::cuda_runtime::device_buffer<float> out(n);
     const auto gx0 = to_device(p0);
-    oar::cuda_kernels::dropout(rng, stream, 0.2f, 1.0f / 0.8f, gx0.data(), out.data(), n);
+    kernel<oar::op::dropout, gpu>::run(rng, stream, 0.2f, 1.0f / 0.8f, gx0.data(), out.data(), n);
     const auto got = to_host(out);
     CHECK(std::memcmp(got.data(), ref.data(), n * sizeof(float)) == 0);
 }

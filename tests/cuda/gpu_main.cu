@@ -5,7 +5,7 @@
 
 #include <cstdio>  // std::printf
 
-#include <oar/cuda/runtime.cuh>  // device_count, no_device_error
+#include <oar/kernels/cuda/runtime.cuh>  // device_count, no_device_error
 
 int main(int argc, char** argv) {
     try {

@@ -6,7 +6,7 @@
 
 #include <oar/cuda/train.hpp>  // the interface under test
 
-#include <oar/cuda/device.hpp>        // usage_error, no_device_error
+#include <oar/kernels/cuda/device.hpp>        // usage_error, no_device_error
 #include <oar/layers/activation.hpp>  // ReLU
 #include <oar/layers/conv2d.hpp>      // Conv2D
 #include <oar/layers/flatten.hpp>     // Flatten

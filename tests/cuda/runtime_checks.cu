@@ -5,7 +5,7 @@
 // no_device_error instead of crashing.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
-#include <oar/cuda/runtime.cuh>  // the header under test
+#include <oar/kernels/cuda/runtime.cuh>  // the header under test
 
 #include <string>  // std::string
 

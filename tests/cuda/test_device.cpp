@@ -2,7 +2,7 @@
 // ("cpu", "gpu", "gpu:N"), with named errors for everything else. No GPU needed.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
-#include <oar/cuda/device.hpp>  // the header under test
+#include <oar/kernels/cuda/device.hpp>  // the header under test
 
 #include <oar/train/options.hpp>  // the main job's --device parser, which must coexist with this header
 

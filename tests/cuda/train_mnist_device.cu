@@ -6,7 +6,7 @@
 
 #include <string>  // std::string
 
-#include <oar/cuda/runtime.cuh>  // device_available
+#include <oar/kernels/cuda/runtime.cuh>  // device_available
 
 #include "support/process.hpp"    // oar_test::run_command
 #include "support/temp_dir.hpp"   // oar_test::TempDir

@@ -15,7 +15,7 @@
 
 #include "../../config.hpp"         // OAR_HOST_DEVICE
 #include "../../core/rng.hpp"       // CounterRng: dropout masks identical to the CPU's
-#include "../cpu/conv.hpp"          // ConvGeometry (plain constexpr geometry, no CPU code is called)
+#include "../types.hpp"             // ConvGeometry
 #include "launch.hpp"               // Thread
 
 namespace oar::cuda_kernels {

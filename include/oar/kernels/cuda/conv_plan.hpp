@@ -8,8 +8,7 @@
 
 #include <cstddef>  // std::size_t
 
-#include "../cpu/conv.hpp"  // ConvGeometry
-#include "../cpu/gemm.hpp"  // Trans
+#include "../types.hpp"  // ConvGeometry, Trans
 
 namespace oar::cuda_kernels {
 

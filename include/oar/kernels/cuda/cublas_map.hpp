@@ -7,7 +7,7 @@
 
 #include <cstddef>  // std::size_t
 
-#include "../cpu/gemm.hpp"  // Trans
+#include "../types.hpp"  // Trans
 
 namespace oar::cuda_kernels {
 

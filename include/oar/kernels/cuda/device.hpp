@@ -8,8 +8,8 @@
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 
-#include "../core/backend.hpp"  // Backend (the concept the tag satisfies), cpu
-#include "../core/error.hpp"    // error, usage_error
+#include "../../core/backend.hpp"  // Backend (the concept the tag satisfies), cpu
+#include "../../core/error.hpp"    // error, usage_error
 
 namespace oar {
 

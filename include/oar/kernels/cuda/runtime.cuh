@@ -13,7 +13,7 @@
 #include <string_view>  // std::string_view
 #include <utility>      // std::exchange, std::swap
 
-#include "../core/error.hpp"  // detail::concat
+#include "../../core/error.hpp"  // detail::concat
 #include "device.hpp"         // cuda_error, no_device_error, parse_device_spec, basic_cuda
 
 namespace oar::cuda_runtime {
@@ -224,6 +224,20 @@ public:
 private:
     cudaEvent_t e_ = nullptr;
 };
+
+/// This thread's grow-only float scratch on the current device, for kernels that need a workspace
+/// (the whole-batch convolution): at least n floats, contents undefined. Growing frees the old
+/// block (cudaFree waits for the work that still reads it).
+inline float* device_scratch(std::size_t n) {
+    struct Blocks {
+        device_buffer<float> b[64];
+    };
+    thread_local Blocks blocks;
+    const int d = current_device();
+    if (d < 0 || d >= 64) throw cuda_error(detail::concat("device_scratch(): device index ", d, " is beyond 63"));
+    blocks.b[d].reserve_discard(n);
+    return blocks.b[d].data();
+}
 
 /// This thread's cuBLAS handle for the current device (created on first use, one per device),
 /// bound to compute_stream().

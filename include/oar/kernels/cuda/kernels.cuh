@@ -1,20 +1,21 @@
-// kernel<op::X, basic_cuda<D>> for every op the CPU backend has, with the CPU kernels' `run`
-// signatures; every pointer is device memory (labels too). Each __global__ function below only
-// fills a Thread from the CUDA built-ins and calls the body in oar/kernels/cuda/bodies.hpp, the
-// code tests/cuda/test_bodies.cpp runs on the CPU. GEMM goes to cuBLAS (row-major mapping in
-// oar/kernels/cuda/cublas_map.hpp). Everything runs on cuda_runtime::compute_stream().
-// Also here: the batched convolution and dropout launches used by Network<..., cuda>.
+// kernel<op::X, basic_cuda<D>> for every op the layers, losses and optimizers use, with the CPU
+// kernels' `run` signatures; every pointer is device memory (labels too). Each __global__ function
+// below only fills a Thread from the CUDA built-ins and calls the body in oar/kernels/cuda/bodies.hpp,
+// the code tests/cuda/test_bodies.cpp runs on the CPU. GEMM goes to cuBLAS (row-major mapping in
+// oar/kernels/cuda/cublas_map.hpp); Conv2D is the whole-batch plan of conv_plan.hpp. Everything
+// runs on cuda_runtime::compute_stream().
 #pragma once
 
 #include <cstddef>  // std::size_t
 #include <cstdint>  // std::int64_t, std::uint64_t
 #include <vector>   // std::vector: host copy of per-row losses
 
-#include "../kernels/cpu/gemm.hpp"           // Trans (the CPU GEMM's enum; nothing CPU runs here)
-#include "../kernels/cuda/bodies.hpp"        // the kernel bodies
-#include "../kernels/cuda/cublas_map.hpp"    // column_major_gemm
-#include "../kernels/cuda/launch.hpp"        // Thread, blocks_for, block_threads
-#include "../kernels/dispatch.hpp"           // kernel, op::*
+#include "conv_plan.hpp"                     // conv2d_forward / conv2d_backward over an executor
+
+#include "bodies.hpp"                        // the kernel bodies
+#include "cublas_map.hpp"                    // column_major_gemm
+#include "launch.hpp"                        // Thread, blocks_for, block_threads
+#include "../dispatch.hpp"                   // kernel, storage, op::*
 #include "runtime.cuh"                       // OAR_CUDA_CHECK, cublas(), compute_stream(), device_buffer
 
 namespace oar::cuda_kernels {
@@ -131,11 +132,34 @@ template <class T>
 void cnp_from_ncp(const T* src, T* dst, std::size_t n, std::size_t c, std::size_t p) {
     launch_1d(n * c * p, &cnp_from_ncp_kernel<T>, src, dst, n, c, p);
 }
-/// out = dropout(in) with the CPU Dropout's mask for (rng, stream).
-template <class T>
-void dropout(CounterRng rng, std::uint64_t stream, float p, T scale, const T* in, T* out, std::size_t n) {
-    launch_1d(n, &dropout_kernel<T>, rng, stream, p, scale, in, out, n);
-}
+/// x / d, correctly rounded (the CPU's x /= d bits).
+struct scale_down_fn {
+    float d;
+    OAR_HOST_DEVICE float operator()(float x) const { return x / d; }
+};
+
+/// The conv plan's steps as CUDA launches and cuBLAS calls on the compute stream.
+template <class B>
+struct CudaExec {
+    void im2col(const ConvGeometry& g, std::size_t n, const float* x, float* col) { im2col_batched(g, n, x, col); }
+    void col2im(const ConvGeometry& g, std::size_t n, const float* col, float* dx) { col2im_batched(g, n, col, dx); }
+    void gemm(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A, std::size_t lda,
+              const float* Bm, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+        kernel<op::gemm, B>::run(ta, tb, M, N, K, alpha, A, lda, Bm, ldb, beta, C, ldc);
+    }
+    void ncp_from_cnp(const float* src, float* dst, const float* bias, std::size_t n, std::size_t c, std::size_t p) {
+        cuda_kernels::ncp_from_cnp(src, dst, bias, n, c, p);
+    }
+    void cnp_from_ncp(const float* src, float* dst, std::size_t n, std::size_t c, std::size_t p) {
+        cuda_kernels::cnp_from_ncp(src, dst, n, c, p);
+    }
+    void bias_grad(const float* dy, float* db, std::size_t n, std::size_t c, std::size_t inner) {
+        kernel<op::bias_grad, B>::run(dy, db, n, c, inner);
+    }
+    void zero(float* p, std::size_t count) {
+        OAR_CUDA_CHECK(cudaMemsetAsync(p, 0, count * sizeof(float), cuda_runtime::compute_stream()));
+    }
+};
 
 }  // namespace oar::cuda_kernels
 
@@ -234,20 +258,20 @@ struct kernel<op::softmax_backward, basic_cuda<D>> {
 
 /// kernel<op::softmax_cross_entropy, cuda>::run(z, labels, rows, cols, scale, losses, dz) -> sum of
 /// losses: labels in device memory (checked by the caller), `losses` (device, may be null), dz
-/// (device, may be null). Returning the sum waits for the kernel; Network code that must not wait
-/// uses run_async and reads the per-row losses later.
+/// (device, may be null). Returning the sum waits for the kernel; CrossEntropyLoss uses run_rows
+/// (no wait) and reads the per-row losses when asked.
 template <int D>
 struct kernel<op::softmax_cross_entropy, basic_cuda<D>> {
     /// Per-row losses (double) into `row_losses` (device, rows values), no wait.
-    static void run_async(const float* z, const std::int64_t* labels, std::size_t rows, std::size_t cols, float scale,
-                          double* row_losses, float* dz) {
+    static void run_rows(const float* z, const std::int64_t* labels, std::size_t rows, std::size_t cols, float scale,
+                         double* row_losses, float* dz) {
         cuda_kernels::launch_1d(rows, &cuda_kernels::softmax_cross_entropy_kernel<float>, z, labels, rows, cols, scale, row_losses, dz);
     }
     static double run(const float* z, const std::int64_t* labels, std::size_t rows, std::size_t cols, float scale,
                       float* losses, float* dz) {
         thread_local cuda_runtime::device_buffer<double> scratch;
         scratch.reserve_discard(rows);
-        run_async(z, labels, rows, cols, scale, scratch.data(), dz);
+        run_rows(z, labels, rows, cols, scale, scratch.data(), dz);
         std::vector<double> host(rows);
         OAR_CUDA_CHECK(cudaMemcpyAsync(host.data(), scratch.data(), rows * sizeof(double), cudaMemcpyDeviceToHost,
                                        cuda_runtime::compute_stream()));
@@ -269,6 +293,48 @@ struct kernel<op::fused_update, basic_cuda<D>> {
     template <class F>
     static void run(const F& f, std::size_t n, float* p, const float* g, float* s1, float* s2) {
         cuda_kernels::launch_1d(n, &cuda_kernels::update_kernel<F, float>, f, n, p, g, s1, s2);
+    }
+};
+
+/// kernel<op::dropout, cuda>::run(rng, stream, p, scale, in, out, n): the CPU Dropout's mask.
+template <int D>
+struct kernel<op::dropout, basic_cuda<D>> {
+    static void run(const CounterRng& rng, std::uint64_t stream, float p, float scale, const float* in, float* out,
+                    std::size_t n) {
+        cuda_kernels::launch_1d(n, &cuda_kernels::dropout_kernel<float>, rng, stream, p, scale, in, out, n);
+    }
+};
+
+/// kernel<op::scale_down, cuda>::run(x, n, d): x[i] /= d in place.
+template <int D>
+struct kernel<op::scale_down, basic_cuda<D>> {
+    static void run(float* x, std::size_t n, float d) {
+        cuda_kernels::launch_1d(n, &cuda_kernels::map_kernel<cuda_kernels::scale_down_fn, float>,
+                                cuda_kernels::scale_down_fn{d}, static_cast<const float*>(x), x, n);
+    }
+};
+
+/// kernel<op::conv2d_forward, cuda>::run(g, out_c, n, x, w, b, y): the whole batch as one im2col,
+/// one cuBLAS GEMM and one permute (conv_plan.hpp), in this thread's device scratch.
+template <int D>
+struct kernel<op::conv2d_forward, basic_cuda<D>> {
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
+                    const float* b, float* y) {
+        cuda_kernels::CudaExec<basic_cuda<D>> ex;
+        float* ws = cuda_runtime::device_scratch(cuda_kernels::conv_plan_workspace(g, out_c, n));
+        cuda_kernels::conv2d_forward(ex, g, out_c, n, w, b, x, y, ws);
+    }
+};
+
+/// kernel<op::conv2d_backward, cuda>::run(g, out_c, n, x, w, dy, dw, db, dx): dw, db accumulate;
+/// dx (may be null) is overwritten.
+template <int D>
+struct kernel<op::conv2d_backward, basic_cuda<D>> {
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
+                    const float* dy, float* dw, float* db, float* dx) {
+        cuda_kernels::CudaExec<basic_cuda<D>> ex;
+        float* ws = cuda_runtime::device_scratch(cuda_kernels::conv_plan_workspace(g, out_c, n));
+        cuda_kernels::conv2d_backward(ex, g, out_c, n, w, x, dy, dw, db, dx, ws);
     }
 };
 
