@@ -206,9 +206,14 @@ namespace {
 /// data directly for its metrics or predict() would see the wrong logits.
 class FakeDeviceNet {
 public:
+    using sequential = Net::sequential;
     using output_shape = Net::output_shape;
+    using value_type = float;
     using view_type = oar::TensorView;
     explicit FakeDeviceNet(std::uint64_t seed) : net_(seed) {}
+    std::uint64_t seed() const { return net_.seed(); }
+    std::uint64_t step() const { return net_.step(); }
+    void set_step(std::uint64_t s) { net_.set_step(s); }
 
     view_type forward(view_type x) {
         const auto y = net_.forward(x);

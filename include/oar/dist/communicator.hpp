@@ -66,14 +66,18 @@ concept AsyncCommunicator = Communicator<C> && requires(C& c, std::span<float> f
 
 /// Every rank's `mine` (the same length on all ranks), concatenated in rank order on every rank.
 /// Built on allreduce_sum of doubles, exact for values that doubles hold exactly (integers < 2^53):
-/// meant for small control data such as model fingerprints, not for tensors.
+/// meant for small control data such as model fingerprints, not for tensors. Host memory: a
+/// communicator of device memory reduces it through its host_allreduce_sum.
 template <Communicator C>
 std::vector<double> allgather(C& comm, std::span<const double> mine) {
     const auto n = mine.size();
     const auto r = static_cast<std::size_t>(comm.rank());
     std::vector<double> all(n * static_cast<std::size_t>(comm.world_size()), 0.0);
     for (std::size_t i = 0; i < n; ++i) all[r * n + i] = mine[i];
-    comm.allreduce_sum(std::span<double>(all));
+    if constexpr (requires { comm.host_allreduce_sum(std::span<double>(all)); })
+        comm.host_allreduce_sum(std::span<double>(all));
+    else
+        comm.allreduce_sum(std::span<double>(all));
     return all;
 }
 

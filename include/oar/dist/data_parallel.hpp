@@ -18,6 +18,8 @@
 
 #include "../core/error.hpp"  // value_error
 #include "../core/shape.hpp"  // to_string(Dims)
+#include "../kernels/cpu/elementwise.hpp"  // op::scale_down on cpu
+#include "../kernels/dispatch.hpp"         // kernel, backend_of, storage_of: the model's backend
 #include "communicator.hpp"   // Communicator, AsyncCommunicator, allgather, allgather_strings, split_u64
 
 namespace oar::dist {
@@ -66,10 +68,18 @@ inline std::uint64_t fingerprint(const std::string& description, std::size_t buf
     return h;
 }
 
+/// A communicator whose collectives take device memory (NcclComm says so with device_memory).
+template <class C>
+concept DeviceCommunicator = requires { requires C::device_memory; };
+
 template <FlatParameterModel M, Communicator C>
 class DataParallel {
 public:
     using value_type = typename decltype(std::declval<M&>().parameters().values())::value_type;
+    using backend = typename backend_of<M>::type;
+    static_assert(storage<backend>::host_memory != DeviceCommunicator<C>,
+                  "oar: DataParallel needs a communicator for the memory the network's gradients live in: "
+                  "NcclComm for a network on the GPU, MpiComm or LocalComm for one on the CPU");
 
     /// Refuses (value_error, on every rank) ranks whose models differ from the root's in parameter
     /// count or in tensor keys and shapes, naming both; then broadcasts the root's parameters.
@@ -202,8 +212,8 @@ private:
     /// The sums become averages: correctly rounded, the same bits on every rank (MpiComm's
     /// allreduce_average does exactly this).
     void divide_by_world_size() {
-        const auto n = static_cast<value_type>(comm_->world_size());
-        for (value_type& v : net_->parameters().grads()) v /= n;
+        const std::span<value_type> g = net_->parameters().grads();
+        kernel<op::scale_down, backend>::run(g.data(), g.size(), static_cast<value_type>(comm_->world_size()));
     }
 
     void verify_same_model() {

@@ -2,7 +2,10 @@
 // 128-byte ncclUniqueId that NCCL needs to form the group is made by rank 0 and handed to the
 // others over MPI (from_mpi) or over the TCP rendezvous (from_rendezvous: MASTER_ADDR/PORT).
 // Buffers are DEVICE memory (cudaMalloc'd); every collective runs on the communicator's own
-// stream and returns when it is done, as the Communicator contract says (blocking, in place).
+// stream, after the work already queued on oar's compute stream (the kernels that wrote the
+// buffer), and the blocking ones return when it is done, as the Communicator contract says. It is
+// also an AsyncCommunicator: start_allreduce_sum queues a reduction and returns at once, wait_all
+// waits for all of them, so DataParallel overlaps bucketed allreduces with backward as over MPI.
 // A peer that dies makes NCCL wait for ever; we poll ncclCommGetAsyncError while waiting and
 // give up after `timeout` with ncclCommAbort and a comm_error, instead of hanging.
 // Needs the oar::cuda CMake target with NCCL found (it defines OAR_HAS_CUDA=1 and OAR_HAS_NCCL=1).
@@ -25,8 +28,11 @@
 #include <type_traits>  // std::is_same_v
 #include <utility>      // std::exchange
 
-#include "../core/error.hpp"  // value_error, detail::concat
-#include "communicator.hpp"   // Communicator, comm_error
+#include <vector>       // std::vector: staging of host control data
+
+#include "../core/error.hpp"              // value_error, detail::concat
+#include "../kernels/cuda/runtime.cuh"    // compute_stream(): the stream the gradients are written on
+#include "communicator.hpp"               // Communicator, AsyncCommunicator, comm_error
 #include "rendezvous.hpp"     // RendezvousConfig, tcp_broadcast_bytes
 #if OAR_HAS_MPI
 #include "mpi_comm.hpp"  // MpiComm: from_mpi broadcasts the id over it
@@ -59,6 +65,9 @@ ncclDataType_t nccl_type() {
 
 class NcclComm {
 public:
+    /// Collectives take device memory (DataParallel pairs it with networks on the GPU).
+    static constexpr bool device_memory = true;
+
     /// A fresh id (rank 0 makes it; the others must receive its bytes).
     static ncclUniqueId make_unique_id() {
         ncclUniqueId id;
@@ -82,6 +91,8 @@ public:
             detail::cuda_check(cudaSetDevice(device), "cudaSetDevice");
             detail::cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
             detail::cuda_check(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc");
+            detail::cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+            detail::cuda_check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
             detail::nccl_check(ncclCommInitRank(&comm_, world_size, id, rank), "ncclCommInitRank");
         } catch (...) {
             release();  // the destructor does not run for a constructor that throws
@@ -112,8 +123,9 @@ public:
     NcclComm& operator=(const NcclComm&) = delete;
     NcclComm(NcclComm&& o) noexcept
         : comm_(std::exchange(o.comm_, nullptr)), stream_(std::exchange(o.stream_, nullptr)),
-          scratch_(std::exchange(o.scratch_, nullptr)), rank_(o.rank_), size_(o.size_), device_(o.device_),
-          timeout_(o.timeout_) {}
+          scratch_(std::exchange(o.scratch_, nullptr)), ready_(std::exchange(o.ready_, nullptr)),
+          done_(std::exchange(o.done_, nullptr)), rank_(o.rank_), size_(o.size_), device_(o.device_),
+          timeout_(o.timeout_), pending_(o.pending_) {}
     NcclComm& operator=(NcclComm&&) = delete;
     ~NcclComm() { release(); }
 
@@ -137,6 +149,7 @@ public:
                                                   size_, ")"));
         if (x.empty()) return;
         detail::cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+        after_compute();
         detail::nccl_check(ncclBroadcast(x.data(), x.data(), x.size(), detail::nccl_type<T>(), root, comm_, stream_),
                            "ncclBroadcast", comm_);
         wait("ncclBroadcast");
@@ -144,11 +157,62 @@ public:
     /// An allreduce of one float: returns once every rank has entered it.
     void barrier() { allreduce_sum(std::span<float>(scratch_, 1)); }
 
+    /// x: HOST memory (small control data: DataParallel's model fingerprints), summed through a
+    /// device copy.
+    void host_allreduce_sum(std::span<double> x) {
+        if (x.empty()) return;
+        detail::cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+        double* d = nullptr;
+        detail::cuda_check(cudaMalloc(reinterpret_cast<void**>(&d), x.size_bytes()), "cudaMalloc");
+        try {
+            detail::cuda_check(cudaMemcpy(d, x.data(), x.size_bytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
+            reduce(std::span<double>(d, x.size()), ncclSum, "ncclAllReduce(sum, host data)");
+            detail::cuda_check(cudaMemcpy(x.data(), d, x.size_bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+        } catch (...) {
+            cudaFree(d);
+            throw;
+        }
+        cudaFree(d);
+    }
+
+    /// x: device memory. Queues an in-place sum after the compute stream's work so far and returns;
+    /// x must stay untouched until wait_all().
+    template <class T>
+    void start_allreduce_sum(std::span<T> x) {
+        if (x.empty()) return;
+        detail::cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+        after_compute();
+        detail::nccl_check(ncclAllReduce(x.data(), x.data(), x.size(), detail::nccl_type<T>(), ncclSum, comm_, stream_),
+                           "ncclAllReduce(sum, started)", comm_);
+        ++pending_;
+    }
+    /// NCCL progresses on its own stream: nothing to drive from the host.
+    void progress() {}
+    /// Waits for every started reduction (bounded by the timeout, like the blocking ones); the
+    /// compute stream then also waits for them, so kernels queued later read the sums.
+    void wait_all() {
+        if (pending_ == 0) return;
+        pending_ = 0;
+        wait("ncclAllReduce(sum, started)");
+        detail::cuda_check(cudaEventRecord(done_, stream_), "cudaEventRecord");
+        detail::cuda_check(cudaStreamWaitEvent(cuda_runtime::compute_stream(), done_, 0), "cudaStreamWaitEvent");
+    }
+    /// Reductions started and not yet waited for.
+    std::size_t pending() const { return pending_; }
+
 private:
+    /// The communicator's stream waits for what the compute stream queued so far (the kernels
+    /// that wrote the buffer about to be reduced).
+    void after_compute() {
+        detail::cuda_check(cudaEventRecord(ready_, cuda_runtime::compute_stream()), "cudaEventRecord");
+        detail::cuda_check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+    }
+
     template <class T>
     void reduce(std::span<T> x, ncclRedOp_t op, const char* what) {
         if (x.empty()) return;
         detail::cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+        after_compute();
         detail::nccl_check(ncclAllReduce(x.data(), x.data(), x.size(), detail::nccl_type<T>(), op, comm_, stream_),
                            what, comm_);
         wait(what);
@@ -181,17 +245,21 @@ private:
     void release() noexcept {
         if (comm_) ncclCommDestroy(std::exchange(comm_, nullptr));
         if (scratch_) cudaFree(std::exchange(scratch_, nullptr));
+        if (ready_) cudaEventDestroy(std::exchange(ready_, nullptr));
+        if (done_) cudaEventDestroy(std::exchange(done_, nullptr));
         if (stream_) cudaStreamDestroy(std::exchange(stream_, nullptr));
     }
 
     ncclComm_t comm_ = nullptr;
     cudaStream_t stream_ = nullptr;
     float* scratch_ = nullptr;
+    cudaEvent_t ready_ = nullptr, done_ = nullptr;
     int rank_ = 0, size_ = 1, device_ = 0;
     std::chrono::milliseconds timeout_;
+    std::size_t pending_ = 0;
 };
 
-static_assert(Communicator<NcclComm>);
+static_assert(AsyncCommunicator<NcclComm>);
 
 }  // namespace oar::dist
 

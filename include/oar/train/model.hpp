@@ -3,7 +3,7 @@
 // (on_train_begin, on_epoch_begin, on_train_batch_end, on_epoch_end, on_eval_end, on_train_end),
 // passed as a pack and called with the model and a Logs struct. The manual loop stays possible:
 // Model only drives the same forward, loss, backward, step, clear_grad the course writes by hand.
-// The same Model drives a network on the GPU (Network<..., oar::cuda>, oar/cuda/network.cuh,
+// The same Model drives a network on the GPU (Network<..., oar::cuda>, oar/cuda.cuh,
 // compiled by nvcc) with CrossEntropyLoss<oar::cuda>: its outputs stay in device memory for the
 // loss and backward and are copied to the host only for metrics and predict(); layer hooks and
 // checkpoints are refused there with a value_error. For a CPU network nothing of that is compiled.
@@ -346,23 +346,13 @@ public:
         opt_lr_ = [&optimizer] { return optimizer.learning_rate(); };
         opt_set_lr_ = [&optimizer](float lr) { optimizer.set_learning_rate(lr); };
         optimizer_ = &optimizer;
-        if constexpr (detail::device_network<Net>) {  // the checkpoint code reads parameters on the host
-            save_ = [](const std::string& dir, const std::string& stem, const TrainingState&) {
-                throw value_error(detail::concat("Model::save_checkpoint(", dir, ", ", stem,
-                                                 "): checkpoints of a network on the GPU are not supported yet"));
-            };
-            load_ = [](const std::string& dir, const std::string& stem) -> TrainingState {
-                throw value_error(detail::concat("Model::load_checkpoint(", dir, ", ", stem,
-                                                 "): checkpoints of a network on the GPU are not supported yet"));
-            };
-        } else {
-            save_ = [this, &optimizer](const std::string& dir, const std::string& stem, const TrainingState& st) {
-                oar::save_checkpoint(dir, stem, *net_, optimizer, st);
-            };
-            load_ = [this, &optimizer](const std::string& dir, const std::string& stem) {
-                return oar::load_checkpoint(dir, stem, *net_, optimizer);
-            };
-        }
+        // One checkpoint code for every backend: it copies a device network's buffers to the host.
+        save_ = [this, &optimizer](const std::string& dir, const std::string& stem, const TrainingState& st) {
+            oar::save_checkpoint(dir, stem, *net_, optimizer, st);
+        };
+        load_ = [this, &optimizer](const std::string& dir, const std::string& stem) {
+            return oar::load_checkpoint(dir, stem, *net_, optimizer);
+        };
         optimizer_type_ = &typeid(O);
         loss_ = std::move(loss);
         metrics_ = std::move(metrics);
