@@ -18,46 +18,14 @@
 #include <cstddef>    // std::size_t
 #include <vector>     // std::vector
 
-#include "cuda/emulate.hpp"    // emulate_launch, emulate_phased_launch
+#include "cuda/emulated_backend.hpp"  // EmulatedExec: the plan's steps as emulated launches
 #include "support/random.hpp"  // random_vector
 
 namespace {
 
 namespace ck = oar::cuda_kernels;
 
-/// The plan's steps with every kernel body run through an emulated launch (the grid the CUDA
-/// wrappers use), and the CPU GEMM where the CUDA executor calls cuBLAS.
-struct EmulatedExec {
-    template <class Body>
-    static void launch(std::size_t n, Body&& body) {
-        oar_test::emulate_launch(ck::Dim3{ck::blocks_for(n)}, ck::Dim3{ck::block_threads}, body);
-    }
-    void im2col(const oar::ConvGeometry& g, std::size_t n, const float* x, float* col) {
-        launch(g.col_rows() * n * g.col_cols(), [&](const ck::Thread& t) { ck::im2col_body(t, g, n, x, col); });
-    }
-    void col2im(const oar::ConvGeometry& g, std::size_t n, const float* col, float* dx) {
-        launch(n * g.channels * g.height * g.width, [&](const ck::Thread& t) { ck::col2im_body(t, g, n, col, dx); });
-    }
-    void gemm(oar::Trans ta, oar::Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A,
-              std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
-        oar::kernel<oar::op::gemm, oar::cpu>::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    }
-    void ncp_from_cnp(const float* src, float* dst, const float* bias, std::size_t n, std::size_t c, std::size_t p) {
-        launch(n * c * p, [&](const ck::Thread& t) { ck::ncp_from_cnp_body(t, src, dst, bias, n, c, p); });
-    }
-    void cnp_from_ncp(const float* src, float* dst, std::size_t n, std::size_t c, std::size_t p) {
-        launch(n * c * p, [&](const ck::Thread& t) { ck::cnp_from_ncp_body(t, src, dst, n, c, p); });
-    }
-    void bias_grad(const float* dy, float* db, std::size_t n, std::size_t c, std::size_t inner) {
-        oar_test::emulate_phased_launch<double>(
-            ck::Dim3{static_cast<unsigned>(c)}, ck::Dim3{ck::block_threads}, ck::bias_grad_phases(ck::block_threads),
-            ck::block_threads,
-            [&](unsigned phase, const ck::Thread& t, double* shared) { ck::bias_grad_body(phase, t, shared, dy, db, n, c, inner); });
-    }
-    void zero(float* p, std::size_t count) {
-        for (std::size_t i = 0; i < count; ++i) p[i] = 0.0f;
-    }
-};
+using oar_test::EmulatedExec;
 
 double max_rel_diff(const float* a, const float* b, std::size_t n) {
     double worst = 0.0;

@@ -325,7 +325,7 @@ concept Callback = requires(C& c, M& m, const Logs& l) { c.on_train_begin(m, l);
 
 /// paddle.Model over a Network. The network is borrowed (it must outlive the model), so the
 /// manual loop and the model can take turns on it. prepare() borrows the optimizer too.
-template <class Net, LabelLoss Loss = CrossEntropyLoss<>>
+template <class Net, LabelLoss Loss = CrossEntropyLoss<typename backend_of<Net>::type>>
 class Model {
 public:
     using network_type = Net;

@@ -24,6 +24,12 @@ namespace oar::cuda_kernels {
 // Elementwise
 // ---------------------------------------------------------------------------------------------
 
+/// x / d, correctly rounded (the CPU's x /= d bits): op::scale_down as a map.
+struct scale_down_fn {
+    float d;
+    OAR_HOST_DEVICE float operator()(float x) const { return x / d; }
+};
+
 /// y[i] = f(x[i]) for i < n (grid-stride); x == y allowed.
 template <class F, class T>
 OAR_HOST_DEVICE void map_body(const Thread& t, const F& f, const T* x, T* y, std::size_t n) {

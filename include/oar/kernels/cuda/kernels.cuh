@@ -132,12 +132,6 @@ template <class T>
 void cnp_from_ncp(const T* src, T* dst, std::size_t n, std::size_t c, std::size_t p) {
     launch_1d(n * c * p, &cnp_from_ncp_kernel<T>, src, dst, n, c, p);
 }
-/// x / d, correctly rounded (the CPU's x /= d bits).
-struct scale_down_fn {
-    float d;
-    OAR_HOST_DEVICE float operator()(float x) const { return x / d; }
-};
-
 /// The conv plan's steps as CUDA launches and cuBLAS calls on the compute stream.
 template <class B>
 struct CudaExec {

@@ -1,0 +1,273 @@
+// The backend seam (docs/ARCHITECTURE.md): Network, the optimizers, CrossEntropyLoss, Model, the
+// checkpoints and DataParallel are written once, and run on a backend made of the CUDA backend's
+// kernel bodies under emulated launches (tests/cuda/emulated_backend.hpp: buffers that are not
+// host memory, the CUDA launch grids, the conv plan, the CPU GEMM in place of cuBLAS). Each result
+// is compared with the same code on the CPU backend.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <oar/dist/data_parallel.hpp>  // DataParallel
+#include <oar/kernels/cpu/winograd.hpp>  // set_conv_winograd: the CPU reference on the direct kernel
+#include <oar/oar.hpp>                 // Network, layers, optimizers, CrossEntropyLoss, Model
+#include <oar/train/checkpoint.hpp>    // save_checkpoint, load_checkpoint
+
+#include <algorithm>  // std::max
+#include <cmath>      // std::abs
+#include <cstddef>    // std::size_t
+#include <cstdint>    // std::int64_t
+#include <functional> // std::function: the fake stream's queued work
+#include <span>       // std::span
+#include <vector>     // std::vector
+
+#include "cuda/emulated_backend.hpp"  // emulated_cuda
+#include "support/random.hpp"         // random_vector
+#include "support/temp_dir.hpp"       // TempDir
+#include "support/toy_model.hpp"      // toy_set
+
+namespace {
+
+using oar_test::emulated_cuda;
+using Image = oar::Shape<1, 28, 28>;
+using CNN = oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>, oar::Conv2D<20, 20, 5, 1, 2>,
+                            oar::ReLU, oar::MaxPool2D<2, 2>, oar::Flatten, oar::Linear<980, 10>>;
+using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::Dropout<20>, oar::Linear<64, 10>>;
+
+double max_rel_diff(std::span<const float> a, std::span<const float> b) {
+    REQUIRE(a.size() == b.size());
+    double worst = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) /
+                                    std::max({1.0, std::abs(static_cast<double>(a[i])), std::abs(static_cast<double>(b[i]))}));
+    return worst;
+}
+
+/// The CPU network and its emulated-CUDA twin trained side by side: logits, loss, every gradient
+/// and the parameters after each step agree (the CPU's direct convolution against the conv plan:
+/// the same sums in another order, so within float rounding, not bit for bit).
+template <class Seq, template <class> class Opt = oar::Adam>
+void compare_training(std::size_t batch, int steps) {
+    oar::set_conv_winograd(false);
+    oar::Network<Seq, Image, oar::cpu> host(7);
+    oar::Network<Seq, Image, emulated_cuda> dev(7);
+    CHECK(max_rel_diff(host.parameters().values(), dev.parameters().host_values()) == 0.0);
+    Opt<oar::cpu> opt_h(host.parameters());
+    Opt<emulated_cuda> opt_d(dev.parameters());
+    oar::CrossEntropyLoss<oar::cpu> loss_h;
+    oar::CrossEntropyLoss<emulated_cuda> loss_d;
+    for (int s = 0; s < steps; ++s) {
+        const auto x = oar_test::random_vector<float>(batch * 784, 100 + s);
+        std::vector<std::int64_t> y(batch);
+        for (std::size_t i = 0; i < batch; ++i) y[i] = static_cast<std::int64_t>((i * 3 + s) % 10);
+        const oar::TensorView xv(x.data(), batch, Image::dims);
+        const auto out_h = host.forward(xv);
+        const auto out_d = dev.forward(xv);
+        const auto out_d_host = dev.to_host(out_d);
+        CHECK(max_rel_diff(std::span<const float>(out_h.data(), out_h.size()), out_d_host) <= 1e-5);
+        const float lh = loss_h(out_h, y), ld = loss_d(out_d, y);
+        CHECK(std::abs(lh - ld) <= 1e-5f * std::max(1.0f, std::abs(lh)));
+        host.clear_grad();
+        dev.clear_grad();
+        host.backward(loss_h.backward());
+        dev.backward(loss_d.backward());
+        const auto gd = dev.parameters().host_grads();
+        for (const auto& e : host.parameters().entries()) {
+            INFO(e.key << " step " << s);
+            CHECK(max_rel_diff(host.parameters().grad(e), gd.subspan(e.offset, e.size)) <= 1e-4);
+        }
+        opt_h.step();
+        opt_d.step();
+        CHECK(max_rel_diff(host.parameters().values(), dev.parameters().host_values()) <= 1e-4);
+    }
+    oar::set_conv_winograd(true);
+}
+
+}  // namespace
+
+TEST_CASE("the course CNN and Adam, written once, train on the emulated CUDA backend as on the CPU") {
+    compare_training<CNN>(8, 2);
+}
+
+TEST_CASE("SGD, Momentum and Adagrad, written once, step on the emulated CUDA backend as on the CPU") {
+    compare_training<MLP, oar::SGD>(16, 2);
+    compare_training<MLP, oar::Momentum>(16, 2);
+    compare_training<MLP, oar::Adagrad>(16, 2);
+}
+
+TEST_CASE("an MLP with Dropout on the emulated CUDA backend draws the CPU's masks") {
+    compare_training<MLP>(32, 3);
+}
+
+TEST_CASE("a device network copies its input in, keeps its buffers off the host and hands back copies") {
+    auto& c = oar_test::counts();
+    const oar_test::storage_counts before = c;
+    oar::Network<MLP, Image, emulated_cuda> dev(3);
+    dev.eval();  // the same Dropout-free function for both forwards
+    const auto x = oar_test::random_vector<float>(4 * 784, 5);
+    const auto out = dev.forward(oar::TensorView(x.data(), 4, Image::dims));
+    CHECK(c.uploads > before.uploads);  // the initial weights, then the batch
+    const auto host_out = dev.to_host(out);
+    CHECK(c.downloads == before.downloads + 1);
+    CHECK(host_out.size() == 40);
+    // forward_device: an input already in device memory is copied within the device.
+    auto staged = oar::storage<emulated_cuda>::make<float>(x.size());
+    oar::storage<emulated_cuda>::upload(staged.data(), x.data(), x.size());
+    const std::size_t copies = c.copies;
+    const auto again = dev.forward_device(oar::TensorView(staged.data(), 4, Image::dims));
+    CHECK(c.copies > copies);  // the input, then Flatten's copy
+    CHECK(max_rel_diff(dev.to_host(again), host_out) == 0.0);
+    // A CPU network converts to the device and back with the same bits.
+    oar::Network<MLP, Image, oar::cpu> cpu_net(11);
+    oar::Network<MLP, Image, emulated_cuda> moved(cpu_net);
+    oar::Network<MLP, Image, oar::cpu> back(moved);
+    CHECK(max_rel_diff(cpu_net.parameters().values(), back.parameters().values()) == 0.0);
+}
+
+TEST_CASE("Model.fit, evaluate and predict drive a device network through the CPU's code") {
+    using ToyDev = oar::Network<oar_test::ToySeq, oar::Shape<1, 6, 6>, emulated_cuda>;
+    const auto train = oar_test::toy_set(200), valid = oar_test::toy_set(40, 1000);
+    ToyDev dev(3);
+    oar_test::ToyNet host(3);
+    oar::Adam<emulated_cuda> opt_d(dev.parameters(), {.learning_rate = 0.01f});
+    oar::Adam<> opt_h(host.parameters(), {.learning_rate = 0.01f});
+    oar::Model md(dev);
+    oar::Model mh(host);
+    md.prepare(opt_d, oar::CrossEntropyLoss<emulated_cuda>{}, {oar::top_k_accuracy(1)});
+    mh.prepare(opt_h, oar::CrossEntropyLoss<>{}, {oar::top_k_accuracy(1)});
+    const oar::FitOptions o{.epochs = 3, .batch_size = 20, .verbose = 0};
+    const oar::History hd = md.fit(train, &valid, o);
+    const oar::History hh = mh.fit(train, &valid, o);
+    REQUIRE(hd.epochs.size() == 3);
+    CHECK(hd.epochs[2].loss < hd.epochs[0].loss);
+    CHECK(hd.epochs[2].at("eval_acc") >= 0.95);
+    for (std::size_t e = 0; e < 3; ++e)
+        CHECK(std::abs(hd.epochs[e].loss - hh.epochs[e].loss) <= 1e-4 * std::max(1.0, hh.epochs[e].loss));
+    CHECK(max_rel_diff(host.parameters().values(), dev.parameters().host_values()) <= 1e-3);
+    const auto ev = md.evaluate(valid);
+    CHECK(std::abs(ev.loss - mh.evaluate(valid).loss) <= 1e-4);
+    const auto pd = md.predict(valid), ph = mh.predict(valid);
+    CHECK(max_rel_diff(pd.view().span(), ph.view().span()) <= 1e-3);
+}
+
+TEST_CASE("a checkpoint of a device network is the CPU checkpoint of the same weights and state, and resumes") {
+    oar_test::TempDir dir;
+    using ToyDev = oar::Network<oar_test::ToySeq, oar::Shape<1, 6, 6>, emulated_cuda>;
+    const auto train = oar_test::toy_set(60);
+    ToyDev dev(5);
+    oar::Adam<emulated_cuda> opt(dev.parameters(), {.learning_rate = 0.01f});
+    oar::Model m(dev);
+    m.prepare(opt, oar::CrossEntropyLoss<emulated_cuda>{});
+    m.fit(train, {.epochs = 1, .batch_size = 20, .verbose = 0});
+    oar::TrainingState saved;
+    saved.epoch = 1;
+    saved.global_step = 3;
+    oar::save_checkpoint(dir.path.string(), "ckpt", dev, opt, saved);
+    // Loaded into a CPU network and optimizer: the device's weights and moments, bit for bit.
+    oar_test::ToyNet cpu_net(99);
+    oar::Adam<> cpu_opt(cpu_net.parameters());
+    const auto st = oar::load_checkpoint(dir.path.string(), "ckpt", cpu_net, cpu_opt);
+    CHECK(st.global_step == 3);
+    CHECK(max_rel_diff(cpu_net.parameters().values(), dev.parameters().host_values()) == 0.0);
+    CHECK(cpu_opt.step_count() == opt.step_count());
+    auto dev_state = opt.state();
+    auto cpu_state = cpu_opt.state();
+    REQUIRE(dev_state.size() == cpu_state.size());
+    for (std::size_t k = 0; k < dev_state.size(); ++k) {
+        std::vector<float> d(dev_state[k].second.size());
+        oar::storage<emulated_cuda>::download(d.data(), dev_state[k].second.data(), d.size());
+        CHECK(max_rel_diff(d, cpu_state[k].second) == 0.0);
+    }
+    // Loaded back into a fresh device network, one more step equals the original's next step.
+    ToyDev dev2(5);  // the same seed (Dropout's masks are drawn from it), as a resumed run has
+    oar::Adam<emulated_cuda> opt2(dev2.parameters(), {.learning_rate = 0.01f});
+    oar::load_checkpoint(dir.path.string(), "ckpt", dev2, opt2);
+    CHECK(max_rel_diff(dev2.parameters().host_values(), dev.parameters().host_values()) == 0.0);
+    const auto x = oar_test::random_vector<float>(8 * 36, 3);
+    const std::vector<std::int64_t> y{0, 1, 2, 3, 0, 1, 2, 3};
+    oar::CrossEntropyLoss<emulated_cuda> l1, l2;
+    l1(dev.forward(oar::TensorView(x.data(), 8, oar::make_dims(1, 6, 6))), y);
+    l2(dev2.forward(oar::TensorView(x.data(), 8, oar::make_dims(1, 6, 6))), y);
+    dev.clear_grad();
+    dev2.clear_grad();
+    dev.backward(l1.backward());
+    dev2.backward(l2.backward());
+    opt.step();
+    opt2.step();
+    CHECK(max_rel_diff(dev2.parameters().host_values(), dev.parameters().host_values()) == 0.0);
+}
+
+namespace {
+
+/// A two-rank communicator of "device memory" whose reductions run on a fake stream: started ones
+/// are queued and only run at wait_all (as NCCL's stream would run them later), blocking ones run
+/// at once. The other rank holds the same gradients, so a sum doubles each value.
+struct FakeStreamComm {
+    static constexpr bool device_memory = true;
+    std::vector<std::function<void()>> stream;
+    std::size_t started = 0, progressed = 0;
+    int rank() const { return 0; }
+    int world_size() const { return 2; }
+    template <class T>
+    void allreduce_sum(std::span<T> x) {
+        for (T& v : x) v += v;
+    }
+    template <class T>
+    void allreduce_average(std::span<T> x) {
+        (void)x;
+    }
+    template <class T>
+    void broadcast(std::span<T>, int) {}
+    void barrier() {}
+    /// Control data is laid out rank by rank (allgather): rank 1 contributes what rank 0 does.
+    void host_allreduce_sum(std::span<double> x) {
+        const std::size_t half = x.size() / 2;
+        for (std::size_t i = 0; i < half; ++i) x[half + i] = x[i];
+    }
+    template <class T>
+    void start_allreduce_sum(std::span<T> x) {
+        ++started;
+        stream.push_back([x] {
+            for (T& v : x) v += v;
+        });
+    }
+    void progress() { ++progressed; }
+    void wait_all() {
+        for (auto& f : stream) f();
+        stream.clear();
+    }
+};
+
+}  // namespace
+
+TEST_CASE("DataParallel over a device network starts bucketed reductions during backward, as on the CPU") {
+    static_assert(oar::dist::AsyncCommunicator<FakeStreamComm>);
+    using Net = oar::Network<MLP, Image, emulated_cuda>;
+    const auto x = oar_test::random_vector<float>(16 * 784, 1);
+    std::vector<std::int64_t> y(16);
+    for (std::size_t i = 0; i < 16; ++i) y[i] = static_cast<std::int64_t>(i % 10);
+    auto run = [&](bool overlap, std::size_t& buckets, std::size_t& overlapped) {
+        Net net(2);
+        FakeStreamComm comm;
+        oar::dist::DataParallel dp(net, comm, {.bucket_bytes = 4096, .overlap = overlap});
+        oar::CrossEntropyLoss<emulated_cuda> loss;
+        loss(dp.forward(oar::TensorView(x.data(), 16, Image::dims)), y);
+        dp.backward(loss.backward());
+        buckets = dp.num_buckets();
+        overlapped = dp.overlapped_buckets();
+        CHECK(comm.stream.empty());
+        const auto g = net.parameters().host_grads();
+        return std::vector<float>(g.begin(), g.end());
+    };
+    std::size_t b1 = 0, o1 = 0, b2 = 0, o2 = 0;
+    const auto overlapped = run(true, b1, o1);
+    const auto blocking = run(false, b2, o2);
+    CHECK(b1 > 2);
+    CHECK(o1 > 0);   // buckets started while earlier layers still ran backward
+    CHECK(o2 == 0);
+    CHECK(max_rel_diff(overlapped, blocking) == 0.0);
+    // (g + g) / 2 == g: the average of two identical ranks is the single rank's gradient.
+    Net single(2);
+    oar::CrossEntropyLoss<emulated_cuda> loss;
+    loss(single.forward(oar::TensorView(x.data(), 16, Image::dims)), y);
+    single.backward(loss.backward());
+    const auto g = single.parameters().host_grads();
+    CHECK(max_rel_diff(overlapped, std::vector<float>(g.begin(), g.end())) == 0.0);
+}
