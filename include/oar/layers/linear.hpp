@@ -10,7 +10,7 @@
 
 #include "../core/context.hpp"         // Context
 #include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
-#include "../kernels/cpu/conv.hpp"     // op::bias_add / bias_relu / bias_grad on cpu
+#include "../kernels/cpu/bias.hpp"     // op::bias_add / bias_relu / bias_grad on cpu
 #include "../kernels/cpu/elementwise.hpp"  // op::relu_mask on cpu
 #include "../kernels/cpu/gemm.hpp"     // op::gemm on cpu
 

@@ -29,6 +29,7 @@
 #include "../../core/simd.hpp"         // xsimd::batch, fma, hadd
 #include "../../core/thread_pool.hpp"  // default_pool, ThreadPool
 #include "../dispatch.hpp"             // kernel, op::*
+#include "bias.hpp"                    // op::bias_add / bias_relu / bias_grad, cpu_detail::sum_run
 #include "elementwise.hpp"             // cpu_detail::relu_mask
 #include "gemm.hpp"                    // op::gemm on cpu, cpu_detail::scratch
 #include "winograd.hpp"                // winograd_conv_batch: float 5x5 stride 1, >= 8 channels
@@ -104,96 +105,6 @@ struct kernel<op::col2im, basic_cpu<T>> {
     }
 };
 
-/// kernel<op::bias_add, cpu>::run(y, b, n, channels, inner): y (n, channels, inner) += b[c].
-template <class T>
-struct kernel<op::bias_add, basic_cpu<T>> {
-    static void run(T* OAR_RESTRICT y, const T* OAR_RESTRICT b, std::size_t n, std::size_t channels,
-                    std::size_t inner) {
-        for (std::size_t s = 0; s < n; ++s)
-            for (std::size_t c = 0; c < channels; ++c) {
-                T* p = y + (s * channels + c) * inner;
-                const T bc = b[c];
-                for (std::size_t i = 0; i < inner; ++i) p[i] += bc;
-            }
-    }
-};
-
-/// kernel<op::bias_relu, cpu>::run(y, b, n, channels, inner): y (n, channels, inner) = max(y + b[c], 0),
-/// the same bits as bias_add followed by relu_fn (NaN passes through).
-template <class T>
-struct kernel<op::bias_relu, basic_cpu<T>> {
-    static void run(T* OAR_RESTRICT y, const T* OAR_RESTRICT b, std::size_t n, std::size_t channels,
-                    std::size_t inner) {
-        using V = xsimd::batch<T>;
-        constexpr std::size_t W = V::size;
-        if (inner == 1) {  // Linear: rows of `channels` features
-            for (std::size_t s = 0; s < n; ++s) {
-                T* p = y + s * channels;
-                const std::size_t whole = channels / W * W;  // (a bound g++ sees through)
-                std::size_t c = 0;
-                for (; c < whole; c += W) {
-                    const V v = V::load_unaligned(p + c) + V::load_unaligned(b + c);
-                    xsimd::select(v < V(T(0)), V(T(0)), v).store_unaligned(p + c);
-                }
-                for (; c < channels; ++c) {
-                    const T v = p[c] + b[c];
-                    p[c] = v < T(0) ? T(0) : v;
-                }
-            }
-            return;
-        }
-        for (std::size_t s = 0; s < n; ++s)
-            for (std::size_t c = 0; c < channels; ++c) {
-                T* p = y + (s * channels + c) * inner;
-                const T bc = b[c];
-                for (std::size_t i = 0; i < inner; ++i) {
-                    const T v = p[i] + bc;
-                    p[i] = v < T(0) ? T(0) : v;
-                }
-            }
-    }
-};
-
-namespace cpu_detail {
-/// p[0] + ... + p[n-1] in a fixed order: four SIMD accumulators over whole vectors (one chain of
-/// dependent adds would be latency-bound), combined, summed across lanes, then the scalar tail.
-template <class T>
-T sum_run(const T* p, std::size_t n) {
-    using V = xsimd::batch<T>;
-    constexpr std::size_t W = V::size;
-    std::size_t i = 0;
-    T s = T(0);
-    if (n >= 4 * W) {
-        V a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
-        for (; i + 4 * W <= n; i += 4 * W) {
-            a0 += V::load_unaligned(p + i);
-            a1 += V::load_unaligned(p + i + W);
-            a2 += V::load_unaligned(p + i + 2 * W);
-            a3 += V::load_unaligned(p + i + 3 * W);
-        }
-        for (; i + W <= n; i += W) a0 += V::load_unaligned(p + i);
-        s = xsimd::hadd((a0 + a1) + (a2 + a3));
-    }
-    for (; i < n; ++i) s += p[i];
-    return s;
-}
-}  // namespace cpu_detail
-
-/// kernel<op::bias_grad, cpu>::run(dy, db, n, channels, inner): db[c] += sum over n and inner of dy.
-/// Each sample's run in float (cpu_detail::sum_run), the samples in double per channel: a fixed
-/// order, and no drift over large batches.
-template <class T>
-struct kernel<op::bias_grad, basic_cpu<T>> {
-    static void run(const T* OAR_RESTRICT dy, T* OAR_RESTRICT db, std::size_t n, std::size_t channels,
-                    std::size_t inner) {
-        for (std::size_t c = 0; c < channels; ++c) {
-            double s = 0.0;
-            for (std::size_t b = 0; b < n; ++b) s += cpu_detail::sum_run(dy + (b * channels + c) * inner, inner);
-            db[c] += static_cast<T>(s);
-        }
-    }
-};
-
 /// kernel<op::im2row, cpu>::run(g, x, row): x (C,H,W) -> row (OH*OW, C*K*K), zeros where padded.
 template <class T>
 struct kernel<op::im2row, basic_cpu<T>> {
@@ -238,9 +149,6 @@ namespace cpu_detail {
 /// Samples per weight-gradient group: partial sums are per group, added in group order. 5 splits
 /// the course's batch of 100 into 20 groups, 10 per thread on two threads (4 gave 13 and 12).
 inline constexpr std::size_t conv_dw_group = 5;
-/// Scratch slots (gemm uses 0 and 1).
-inline constexpr int slot_cols = 2, slot_dcols = 3, slot_partials = 4, slot_flipped = 5, slot_padded = 6,
-                     slot_out = 7, slot_dw_x = 8, slot_dw_dy = 9, slot_db = 10, slot_wpack = 11;
 
 /// part(r, q) = sum over samples s < ns and j < jv (a multiple of the SIMD width) of
 /// dy[s*dys + r*ldd + j] * x[s*xs + q + j], for r < RO, q < RK, stored at part[r*ldp + q]: RO x RK
@@ -332,8 +240,8 @@ void conv_dw_stride1(const ConvGeometry& g, std::size_t M, std::size_t s0, std::
     const std::size_t P = OH * OW, ckk = g.col_rows(), jv = (OH * Wp + W - 1) / W * W;
     // Reads reach (C-1)*plane + (K-1)*Wp + K-1 + jv - 1 < C*plane + K + W (as (K-1)*Wp + OH*Wp = plane).
     const std::size_t xs = (C * plane + K + W + W - 1) / W * W, dys = M * jv, ns = s1 - s0;
-    T* xp = scratch<T, slot_dw_x>(ns * xs);    // (ns, C, Hp, Wp) + slack
-    T* dyw = scratch<T, slot_dw_dy>(ns * dys);  // (ns, M, jv)
+    T* xp = scratch<T, scratch_slot::conv_dw_x>(ns * xs);    // (ns, C, Hp, Wp) + slack
+    T* dyw = scratch<T, scratch_slot::conv_dw_dy>(ns * dys);  // (ns, M, jv)
     for (std::size_t s = 0; s < ns; ++s) {
         copy_padded(g, Wp, x + (s0 + s) * C * H * Wd, xp + s * xs, xs);
         for (std::size_t o = 0; o < M; ++o) {
@@ -414,13 +322,13 @@ void conv_stride1_sample(const ConvGeometry& g, std::size_t M, const T* x, const
     const std::size_t J = OH * Wp, jn = (J + NR - 1) / NR * NR, ckk = g.col_rows(), plane = Hp * Wp;
     // Tiles read up to (C-1)*plane + (K-1)*Wp + K-1 + jn - 1 < C*plane + K + NR ((K-1)*Wp + J = plane).
     const std::size_t padded_size = C * plane + K + NR;
-    T* padded = scratch<T, slot_padded>(padded_size);
+    T* padded = scratch<T, scratch_slot::conv_padded>(padded_size);
     copy_padded(g, Wp, x, padded, padded_size);
-    std::size_t* off = scratch<std::size_t, slot_padded>(ckk);  // off[(c*K + ky)*K + kx]
+    std::size_t* off = scratch<std::size_t, scratch_slot::conv_padded>(ckk);  // off[(c*K + ky)*K + kx]
     for (std::size_t c = 0; c < C; ++c)
         for (std::size_t ky = 0; ky < K; ++ky)
             for (std::size_t kx = 0; kx < K; ++kx) off[(c * K + ky) * K + kx] = c * plane + ky * Wp + kx;
-    T* wide = scratch<T, slot_out>(M * jn);  // (M, jn)
+    T* wide = scratch<T, scratch_slot::conv_out>(M * jn);  // (M, jn)
     for (std::size_t i = 0; i < M; i += MR) {
         const std::size_t rows = std::min(MR, M - i);
         for (std::size_t j0 = 0; j0 < jn; j0 += NR)
@@ -459,7 +367,7 @@ void conv2d_forward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t 
     }
     T* wp = nullptr;  // stride 1: w packed once, read by every sample's tiles
     if (g.stride == 1) {
-        wp = scratch<T, slot_wpack>(packed_weights_size<T>(out_c, ckk));
+        wp = scratch<T, scratch_slot::conv_wpack>(packed_weights_size<T>(out_c, ckk));
         pack_conv_weights(out_c, ckk, w, wp);
     }
     default_pool().parallel_for(n - s0, [&](std::size_t i) {
@@ -468,7 +376,7 @@ void conv2d_forward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t 
             conv_stride1_sample<Relu>(g, out_c, x + s * in_size, static_cast<const T*>(wp), b, y + s * out_c * P);
             return;
         }
-        T* col = cpu_detail::scratch<T, cpu_detail::slot_cols>(ckk * P);  // (CKK, P)
+        T* col = cpu_detail::scratch<T, cpu_detail::scratch_slot::conv_cols>(ckk * P);  // (CKK, P)
         kernel<op::im2col, basic_cpu<T>>::run(g, x + s * in_size, col);
         T* ys = y + s * out_c * P;  // (out_c, P), starts as the bias: the GEMM adds to it
         for (std::size_t o = 0; o < out_c; ++o) std::fill(ys + o * P, ys + (o + 1) * P, b[o]);
@@ -515,8 +423,8 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
     // Winograd computes dx of samples [0, wino_n), after the groups; the rest per sample below.
     const bool wino_dx = flipped && g.pad <= K - 1 && winograd_applies<T>(out_c, C, K, 1);
     const std::size_t wino_n = wino_dx ? winograd_images<T>(n) : 0;
-    T* wf = flipped ? scratch<T, slot_flipped>(C * out_c * K * K) : nullptr;
-    T* wfp = flipped && wino_n < n ? scratch<T, slot_wpack>(packed_weights_size<T>(C, out_c * K * K)) : nullptr;
+    T* wf = flipped ? scratch<T, scratch_slot::conv_flipped>(C * out_c * K * K) : nullptr;
+    T* wfp = flipped && wino_n < n ? scratch<T, scratch_slot::conv_wpack>(packed_weights_size<T>(C, out_c * K * K)) : nullptr;
     if (flipped) {
         for (std::size_t o = 0; o < out_c; ++o)
             for (std::size_t c = 0; c < C; ++c)
@@ -529,20 +437,20 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
     // Stride 1: the weight gradient by dot products on pitched copies (conv_dw_stride1), the bias
     // gradient per sample alongside; other strides: im2row + GEMM per sample, bias_grad after.
     const bool dw_direct = g.stride == 1;
-    T* dbs = dw_direct ? scratch<T, slot_db>(n * out_c) : nullptr;  // (n, out_c) per-sample sums
+    T* dbs = dw_direct ? scratch<T, scratch_slot::conv_db>(n * out_c) : nullptr;  // (n, out_c) per-sample sums
     // Winograd computes the weight gradient of samples [0, wino_dw) after the groups, which then only
     // mask dy and sum it for the bias; the few samples past wino_dw (fewer than a group of lanes) get
     // a task each for their direct weight gradient and input gradient, so the threads share them.
     const std::size_t wino_dw = dw_direct && winograd_applies<T>(C, out_c, K, 1) ? winograd_images<T>(n) : 0;
     const std::size_t tail = wino_dw > 0 ? n - wino_dw : 0, grouped = wino_dw > 0 ? wino_dw : n;
-    T* partials = scratch<T, slot_partials>(std::max(groups, tail) * wsize);  // (groups or tail, out_c, CKK)
+    T* partials = scratch<T, scratch_slot::conv_partials>(std::max(groups, tail) * wsize);  // (groups or tail, out_c, CKK)
     auto sample_dx = [&](std::size_t s) {  // dx of sample s, direct
         const T* dys = dy + s * out_c * P;  // (out_c, P)
         T* dxs = dx + s * in_size;          // (C, H*W)
         if (flipped) {
             conv_stride1_sample(gd, C, dys, static_cast<const T*>(wfp), static_cast<const T*>(nullptr), dxs);
         } else {
-            T* dcol = scratch<T, slot_dcols>(ckk * P);  // (CKK, P)
+            T* dcol = scratch<T, scratch_slot::conv_dcols>(ckk * P);  // (CKK, P)
             kernel<op::gemm, basic_cpu<T>>::run(Trans::yes, Trans::no, ckk, P, out_c, T(1), w, ckk, dys, P, T(0),
                                                dcol, P);  // W^T dy
             std::fill(dxs, dxs + in_size, T(0));
@@ -560,7 +468,7 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
         }
         for (std::size_t s = s0; s < std::min(s1, grouped); ++s) {
             if (!dw_direct) {
-                T* row = scratch<T, slot_cols>(P * ckk);  // (P, CKK)
+                T* row = scratch<T, scratch_slot::conv_cols>(P * ckk);  // (P, CKK)
                 kernel<op::im2row, basic_cpu<T>>::run(g, x + s * in_size, row);
                 kernel<op::gemm, basic_cpu<T>>::run(Trans::no, Trans::no, out_c, ckk, P, T(1), dy + s * out_c * P,
                                                    P, row, ckk, s == s0 ? T(0) : T(1), part,

@@ -23,6 +23,7 @@
 #include "../../core/aligned.hpp"       // aligned_vector
 #include "../../core/thread_pool.hpp"   // default_pool
 #include "../dispatch.hpp"              // kernel, op::gemm
+#include "scratch.hpp"                  // scratch, scratch_slot: the pack buffers
 
 namespace oar {
 
@@ -142,13 +143,6 @@ void micro_tile_rows(std::size_t rows, std::size_t kc, T alpha, const T* a, cons
     }
 }
 
-/// Thread-local, grow-only scratch; Slot tells the A, B buffers apart.
-template <class T, int Slot>
-T* scratch(std::size_t n) {
-    thread_local aligned_vector<T> buf;
-    if (buf.size() < n) buf.resize(n);
-    return buf.data();
-}
 
 /// Packs op(A)(i0.., k0..) of mc x kc (A(i,k) = a[i*ai + k*ak]) into MR-row panels:
 /// out[p*kc*MR + k*MR + r] = A(i0 + p*MR + r, k0 + k), rows past mc zero.
@@ -237,14 +231,14 @@ void gemm_block(std::size_t M, std::size_t N, std::size_t K, T alpha, const T* a
         }
         return;
     }
-    T* apack = scratch<T, 0>(MC * KC);
+    T* apack = scratch<T, scratch_slot::gemm_a>(MC * KC);
     for (std::size_t jc = 0; jc < N; jc += NC) {
         const std::size_t nc = std::min(NC, N - jc);
         // Strips read in place: full NR-wide strips of a row-contiguous B when few rows of A reuse
         // them (packing would not pay; large strided strips also alias in L1); the rest is packed.
         const std::size_t direct = bj == 1 && M <= gemm_direct_max_m ? nc / NR * NR : 0;
         const std::size_t packed_panels = (nc - direct + NR - 1) / NR;
-        T* bpack = packed_panels ? scratch<T, 1>(packed_panels * KC * NR) : nullptr;
+        T* bpack = packed_panels ? scratch<T, scratch_slot::gemm_b>(packed_panels * KC * NR) : nullptr;
         for (std::size_t pc = 0; pc < K; pc += KC) {
             const std::size_t kc = std::min(KC, K - pc);
             const T bk_beta = pc == 0 ? beta : T(1);  // the first K block applies beta, later ones add
@@ -288,7 +282,7 @@ template <class T>
 void gemm_narrow_at(std::size_t i0, std::size_t i1, std::size_t N, std::size_t K, T alpha, const T* a,
                     std::size_t lda, const T* b, std::size_t bk, std::size_t bj, T beta, T* c, std::size_t ldc) {
     constexpr std::size_t NR = gemm_nr<T>;
-    T* bpanel = scratch<T, 0>(K * gemm_mr<T>);  // (K, MR): bpanel[k*MR + j] = op(B)(k, j)
+    T* bpanel = scratch<T, scratch_slot::gemm_a>(K * gemm_mr<T>);  // (K, MR): bpanel[k*MR + j] = op(B)(k, j)
     pack_a(N, K, b, bj, bk, bpanel);
     alignas(64) T tmp[gemm_mr<T> * NR];  // (N, NR): C^T of one tile
     for (std::size_t i = i0; i < i1; i += NR) {
@@ -296,7 +290,7 @@ void gemm_narrow_at(std::size_t i0, std::size_t i1, std::size_t N, std::size_t K
         const T* strip = a + i;
         std::size_t ld = lda;
         if (cols < NR) {  // the partial tile: a zero-padded copy instead of reading past row ends
-            T* p = scratch<T, 1>(K * NR);
+            T* p = scratch<T, scratch_slot::gemm_b>(K * NR);
             pack_b(K, cols, a + i, lda, std::size_t{1}, p);
             strip = p;
             ld = NR;
@@ -377,7 +371,7 @@ void gemm_narrow_dot(std::size_t i0, std::size_t i1, std::size_t N, std::size_t 
     std::size_t ldbt = bj;
     if (bk != 1) {
         ldbt = (K + W - 1) / W * W + W;  // padded: rows apart from A's in the L1 sets
-        T* p = scratch<T, 1>(N * ldbt);
+        T* p = scratch<T, scratch_slot::gemm_b>(N * ldbt);
         for (std::size_t j = 0; j < N; ++j) {  // each row of Bt written in order (faster than by k)
             T* dst = p + j * ldbt;
             const T* src = b + j * bj;

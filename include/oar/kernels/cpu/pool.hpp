@@ -16,27 +16,13 @@
 #include "../../config.hpp"            // OAR_RESTRICT
 #include "../../core/thread_pool.hpp"  // default_pool: planes in parallel
 #include "../dispatch.hpp"             // kernel, op::*
-#include "conv.hpp"          // ConvGeometry
+#include "../rows.hpp"        // window_argmax: shared with the CUDA bodies
+#include "../types.hpp"       // ConvGeometry
 
 namespace oar {
 
 namespace cpu_detail {
-/// Index (within the plane) of the first maximum of the window at (oy, ox); NaN wins, as in PyTorch.
-template <class T>
-std::size_t window_argmax(const ConvGeometry& g, const T* plane, std::size_t oy, std::size_t ox) {
-    std::size_t best = (oy * g.stride) * g.width + ox * g.stride;
-    T bv = plane[best];
-    for (std::size_t ky = 0; ky < g.kernel; ++ky)
-        for (std::size_t kx = 0; kx < g.kernel; ++kx) {
-            const std::size_t idx = (oy * g.stride + ky) * g.width + ox * g.stride + kx;
-            const T v = plane[idx];
-            if (v > bv || (v != v && bv == bv)) {
-                bv = v;
-                best = idx;
-            }
-        }
-    return best;
-}
+using oar::rows::window_argmax;
 
 /// The first maximum of (a, b, c, d) in that order, NaN winning (as window_argmax); returns 0..3.
 /// Branch-free (selects, not jumps: random data would mispredict half the comparisons).

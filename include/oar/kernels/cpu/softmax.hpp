@@ -2,12 +2,12 @@
 // loss = logsumexp(z) - z[label], stable for any finite logits (max subtracted first).
 #pragma once
 
-#include <cmath>    // std::exp, std::log
 #include <cstddef>  // std::size_t
 #include <cstdint>  // std::int64_t
 
 #include "../../config.hpp"  // OAR_RESTRICT
 #include "../dispatch.hpp"   // kernel, op::*
+#include "../rows.hpp"       // the row bodies every backend shares
 
 namespace oar {
 
@@ -15,19 +15,7 @@ namespace oar {
 template <class T>
 struct kernel<op::softmax_forward, basic_cpu<T>> {
     static void run(const T* OAR_RESTRICT x, T* OAR_RESTRICT y, std::size_t rows, std::size_t cols) {
-        for (std::size_t r = 0; r < rows; ++r) {
-            const T* in = x + r * cols;
-            T* out = y + r * cols;
-            T m = in[0];
-            for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
-            double s = 0.0;
-            for (std::size_t j = 0; j < cols; ++j) {
-                out[j] = std::exp(in[j] - m);
-                s += out[j];
-            }
-            const T inv = static_cast<T>(1.0 / s);
-            for (std::size_t j = 0; j < cols; ++j) out[j] *= inv;
-        }
+        for (std::size_t r = 0; r < rows; ++r) rows::softmax(x + r * cols, y + r * cols, cols);
     }
 };
 
@@ -36,13 +24,7 @@ template <class T>
 struct kernel<op::softmax_backward, basic_cpu<T>> {
     static void run(const T* OAR_RESTRICT y, const T* OAR_RESTRICT dy, T* OAR_RESTRICT dx,
                     std::size_t rows, std::size_t cols) {
-        for (std::size_t r = 0; r < rows; ++r) {
-            const T* yr = y + r * cols;
-            const T* dyr = dy + r * cols;
-            double dot = 0.0;
-            for (std::size_t j = 0; j < cols; ++j) dot += static_cast<double>(dyr[j]) * yr[j];
-            for (std::size_t j = 0; j < cols; ++j) dx[r * cols + j] = yr[j] * (dyr[j] - static_cast<T>(dot));
-        }
+        for (std::size_t r = 0; r < rows; ++r) rows::softmax_backward(y + r * cols, dy + r * cols, dx + r * cols, cols);
     }
 };
 
@@ -72,19 +54,8 @@ struct kernel<op::softmax_cross_entropy, basic_cpu<T>> {
 private:
     static double row(const T* OAR_RESTRICT z, const std::int64_t* labels, std::size_t r, std::size_t cols, T scale,
                       T* OAR_RESTRICT dz) {
-        const T* in = z + r * cols;
-        T m = in[0];
-        for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
-        double s = 0.0;
-        for (std::size_t j = 0; j < cols; ++j) s += std::exp(static_cast<double>(in[j]) - static_cast<double>(m));
-        const double lse = std::log(s) + static_cast<double>(m);
-        const auto label = static_cast<std::size_t>(labels[r]);
-        if (dz) {
-            for (std::size_t j = 0; j < cols; ++j)
-                dz[r * cols + j] = scale * static_cast<T>(std::exp(static_cast<double>(in[j]) - lse));
-            dz[r * cols + label] -= scale;
-        }
-        return lse - static_cast<double>(in[label]);
+        return rows::softmax_cross_entropy(z + r * cols, static_cast<std::size_t>(labels[r]), cols, scale,
+                                           dz ? dz + r * cols : nullptr);
     }
 };
 

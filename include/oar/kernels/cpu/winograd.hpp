@@ -83,8 +83,6 @@ bool winograd_applies(std::size_t C, std::size_t M, std::size_t kernel, std::siz
     return std::is_same_v<T, float> && kernel == 5 && stride == 1 && C >= 8 && M >= 8 && conv_winograd();
 }
 
-/// Scratch slots of the Winograd kernel (conv.hpp uses 2..11, gemm 0 and 1).
-inline constexpr int slot_wino_u = 12, slot_wino_in = 13, slot_wino_v = 14, slot_wino_m = 15, slot_wino_st = 16;
 
 /// How many of a batch's n images conv.hpp gives the Winograd kernel: all but a last partial group
 /// of cnt < L lanes when cnt * 8 <= L * 5 (up to 10 of 16). A group costs the same whatever its
@@ -348,12 +346,12 @@ void wino_tile_row(std::size_t C, std::size_t M, const wino_geometry& q, std::si
     // the stride one vector more than the block: a power-of-two multiple (M*N*4 = 5 KB here) would
     // put the 36 points of a tile on the same few L1 sets (4 of 64), and they are loaded together.
     const std::size_t ms = M * wino_block * L + L;
-    T* vb = scratch<T, slot_wino_v>(wino_points * C * wino_block * L);
-    T* mb = scratch<T, slot_wino_m>(wino_points * ms);
+    T* vb = scratch<T, scratch_slot::wino_v>(wino_points * C * wino_block * L);
+    T* mb = scratch<T, scratch_slot::wino_m>(wino_points * ms);
     // The tile row's outputs, interleaved: st[((o*2 + a)*ws + ox)*L + l], ws = 2*TW rounded up to
     // 16 (whole transposes), then written to the images row by row.
     const std::size_t ws = (2 * TW + 15) / 16 * 16;
-    T* st = scratch<T, slot_wino_st>(M * 2 * ws * L);
+    T* st = scratch<T, scratch_slot::wino_st>(M * 2 * ws * L);
     for (std::size_t tx0 = 0; tx0 < TW; tx0 += wino_block) {
         const std::size_t nb = std::min(wino_block, TW - tx0), N = nb * L;
         wino_input_tiles(C, Hq, Wq, ty, tx0, nb, xi, vb);
@@ -405,9 +403,9 @@ void winograd_conv_batch(std::size_t C, std::size_t H, std::size_t W, std::size_
     const wino_geometry q(H, W, pad);
     const std::size_t TH = q.TH, in_size = C * H * W, out_size = M * q.OH * q.OW, groups = (n + L - 1) / L;
     const std::size_t slab = C * q.Hq * q.Wq * L;
-    T* U = scratch<T, slot_wino_u>(wino_points * C * M);
+    T* U = scratch<T, scratch_slot::wino_u>(wino_points * C * M);
     default_pool().parallel_for(M, [&](std::size_t o) { winograd_weights_of(o, M, C, w, U); });
-    T* xi = scratch<T, slot_wino_in>(groups * slab);  // the caller's: the tasks share it
+    T* xi = scratch<T, scratch_slot::wino_in>(groups * slab);  // the caller's: the tasks share it
     const T* Uc = U;
     default_pool().parallel_for(groups * C, [&](std::size_t k) {
         const std::size_t g = k / C, c = k % C, s0 = g * L;
@@ -430,8 +428,6 @@ void winograd_conv_batch(std::size_t C, std::size_t H, std::size_t W, std::size_
 // group order, and G^T m G is applied in double (wino_dw_finish), so the bits do not depend on
 // the thread count.
 
-/// Scratch slots of the weight gradient: the group's interleaved images and dy, the partial sums.
-inline constexpr int slot_wino_xg = 17, slot_wino_dyg = 18, slot_wino_acc = 19;
 /// Tiles per block of the weight gradient (the K of its micro-tiles between folds).
 inline constexpr std::size_t wino_dw_block = 7;
 /// Output channels by input channels per micro-tile of the weight gradient: 4 x 4 accumulators.
@@ -561,13 +557,13 @@ void wino_dw_group(std::size_t C, std::size_t H, std::size_t W, std::size_t pad,
     const wino_geometry q(H, W, pad);
     const std::size_t OH = q.OH, OW = q.OW, TH = q.TH, TW = q.TW, Hq = q.Hq, Wq = q.Wq;
     const std::size_t Hd = 2 * TH, Wd = 2 * TW, C4 = wino_dw_c4(C);
-    T* xi = scratch<T, slot_wino_xg>(C * Hq * Wq * L);
-    T* dyi = scratch<T, slot_wino_dyg>(M * Hd * Wd * L);
+    T* xi = scratch<T, scratch_slot::wino_xg>(C * Hq * Wq * L);
+    T* dyi = scratch<T, scratch_slot::wino_dyg>(M * Hd * Wd * L);
     for (std::size_t c = 0; c < C; ++c) wino_interleave(c, H, W, pad, Hq, Wq, L, x, C * H * W, cnt, xi);
     for (std::size_t o = 0; o < M; ++o)
         wino_interleave(o, OH, OW, std::size_t{0}, Hd, Wd, L, dy, M * OH * OW, cnt, dyi);
-    T* vb = scratch<T, slot_wino_v>(P * C * wino_dw_block * L);
-    T* gb = scratch<T, slot_wino_m>(P * M * wino_dw_block * L);
+    T* vb = scratch<T, scratch_slot::wino_v>(P * C * wino_dw_block * L);
+    T* gb = scratch<T, scratch_slot::wino_m>(P * M * wino_dw_block * L);
     std::fill(part, part + wino_dw_part_size(M, C), T(0));
     for (std::size_t ty = 0; ty < TH; ++ty)
         for (std::size_t tx0 = 0; tx0 < TW; tx0 += wino_dw_block) {
@@ -631,7 +627,7 @@ void winograd_dw_batch(std::size_t C, std::size_t H, std::size_t W, std::size_t 
     const wino_geometry q(H, W, pad);
     const std::size_t in_size = C * H * W, out_size = M * q.OH * q.OW;
     const std::size_t groups = (n + L - 1) / L, gs = wino_dw_part_size(M, C);
-    T* parts = scratch<T, slot_wino_acc>(groups * gs);  // the caller's: the tasks share it
+    T* parts = scratch<T, scratch_slot::wino_acc>(groups * gs);  // the caller's: the tasks share it
     default_pool().parallel_for(groups, [&](std::size_t g) {
         const std::size_t s0 = g * L;
         wino_dw_group(C, H, W, pad, M, x + s0 * in_size, dy + s0 * out_size, std::min(L, n - s0), parts + g * gs);

@@ -9,12 +9,12 @@
 // whole batch; `ncp_from_cnp` / `cnp_from_ncp` move between (n, C, P) and (C, n*P).
 #pragma once
 
-#include <cmath>    // std::exp, std::log
 #include <cstddef>  // std::size_t, std::ptrdiff_t
 #include <cstdint>  // std::int64_t, std::uint64_t
 
 #include "../../config.hpp"         // OAR_HOST_DEVICE
 #include "../../core/rng.hpp"       // CounterRng: dropout masks identical to the CPU's
+#include "../rows.hpp"              // softmax rows, window_argmax: shared with the CPU
 #include "../types.hpp"             // ConvGeometry
 #include "launch.hpp"               // Thread
 
@@ -175,23 +175,7 @@ OAR_HOST_DEVICE void cnp_from_ncp_body(const Thread& t, const T* src, T* dst, st
 // pixel for backward (a gather over the windows that contain it: no atomics).
 // ---------------------------------------------------------------------------------------------
 
-/// Flat index in `plane` of the maximum of window (oy, ox); NaN wins, first maximum on ties (the
-/// CPU's rule).
-template <class T>
-OAR_HOST_DEVICE std::size_t window_argmax(const ConvGeometry& g, const T* plane, std::size_t oy, std::size_t ox) {
-    std::size_t best = (oy * g.stride) * g.width + ox * g.stride;
-    T bv = plane[best];
-    for (std::size_t ky = 0; ky < g.kernel; ++ky)
-        for (std::size_t kx = 0; kx < g.kernel; ++kx) {
-            const std::size_t idx = (oy * g.stride + ky) * g.width + ox * g.stride + kx;
-            const T v = plane[idx];
-            if (v > bv || (v != v && bv == bv)) {
-                bv = v;
-                best = idx;
-            }
-        }
-    return best;
-}
+using oar::rows::window_argmax;
 
 /// The outputs whose window contains input coordinate `i` along one axis: [lo, hi).
 OAR_HOST_DEVICE inline void windows_containing(std::size_t i, std::size_t K, std::size_t S, std::size_t outs,
@@ -267,32 +251,15 @@ OAR_HOST_DEVICE void avg_pool_backward_body(const Thread& t, ConvGeometry g, std
 
 template <class T>
 OAR_HOST_DEVICE void softmax_forward_body(const Thread& t, const T* x, T* y, std::size_t rows, std::size_t cols) {
-    for (std::size_t r = t.global_x(); r < rows; r += t.stride_x()) {
-        const T* in = x + r * cols;
-        T* out = y + r * cols;
-        T m = in[0];
-        for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
-        double s = 0.0;
-        for (std::size_t j = 0; j < cols; ++j) {
-            out[j] = std::exp(in[j] - m);
-            s += out[j];
-        }
-        const T inv = static_cast<T>(1.0 / s);
-        for (std::size_t j = 0; j < cols; ++j) out[j] *= inv;
-    }
+    for (std::size_t r = t.global_x(); r < rows; r += t.stride_x()) oar::rows::softmax(x + r * cols, y + r * cols, cols);
 }
 
 /// dx = y * (dy - sum(dy * y)) per row.
 template <class T>
 OAR_HOST_DEVICE void softmax_backward_body(const Thread& t, const T* y, const T* dy, T* dx, std::size_t rows,
                                            std::size_t cols) {
-    for (std::size_t r = t.global_x(); r < rows; r += t.stride_x()) {
-        const T* yr = y + r * cols;
-        const T* dyr = dy + r * cols;
-        double dot = 0.0;
-        for (std::size_t j = 0; j < cols; ++j) dot += static_cast<double>(dyr[j]) * yr[j];
-        for (std::size_t j = 0; j < cols; ++j) dx[r * cols + j] = yr[j] * (dyr[j] - static_cast<T>(dot));
-    }
+    for (std::size_t r = t.global_x(); r < rows; r += t.stride_x())
+        oar::rows::softmax_backward(y + r * cols, dy + r * cols, dx + r * cols, cols);
 }
 
 /// losses[r] = logsumexp(z_r) - z_r[label_r] (double); dz = scale * (softmax(z) - onehot) when dz
@@ -300,21 +267,9 @@ OAR_HOST_DEVICE void softmax_backward_body(const Thread& t, const T* y, const T*
 template <class T>
 OAR_HOST_DEVICE void softmax_cross_entropy_body(const Thread& t, const T* z, const std::int64_t* labels,
                                                 std::size_t rows, std::size_t cols, T scale, double* losses, T* dz) {
-    for (std::size_t r = t.global_x(); r < rows; r += t.stride_x()) {
-        const T* in = z + r * cols;
-        T m = in[0];
-        for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
-        double s = 0.0;
-        for (std::size_t j = 0; j < cols; ++j) s += std::exp(static_cast<double>(in[j]) - static_cast<double>(m));
-        const double lse = std::log(s) + static_cast<double>(m);
-        const auto label = static_cast<std::size_t>(labels[r]);
-        losses[r] = lse - static_cast<double>(in[label]);
-        if (dz) {
-            for (std::size_t j = 0; j < cols; ++j)
-                dz[r * cols + j] = scale * static_cast<T>(std::exp(static_cast<double>(in[j]) - lse));
-            dz[r * cols + label] -= scale;
-        }
-    }
+    for (std::size_t r = t.global_x(); r < rows; r += t.stride_x())
+        losses[r] = oar::rows::softmax_cross_entropy(z + r * cols, static_cast<std::size_t>(labels[r]), cols, scale,
+                                                     dz ? dz + r * cols : nullptr);
 }
 
 }  // namespace oar::cuda_kernels

@@ -1,0 +1,43 @@
+// The CPU kernels' thread-local scratch: one grow-only buffer per (scalar type, slot, thread), so
+// a steady training loop allocates nothing. Every user of scratch memory names its slot here, in
+// one enumeration, so no two kernels that are live at once can share a buffer by accident.
+#pragma once
+
+#include <cstddef>  // std::size_t
+
+#include "../../core/aligned.hpp"  // aligned_vector
+
+namespace oar::cpu_detail {
+
+enum class scratch_slot {
+    gemm_a,          // gemm: packed panels of op(A) / the narrow paths' B panel
+    gemm_b,          // gemm: packed strips of op(B)
+    conv_cols,       // conv: one sample's column (or row) matrix
+    conv_dcols,      // conv backward: the column matrix's gradient
+    conv_partials,   // conv backward: per-group weight-gradient partial sums
+    conv_flipped,    // conv backward: flipped, transposed weights (input gradient as a forward)
+    conv_padded,     // conv stride 1: a zero-padded sample (and the offsets table)
+    conv_out,        // conv stride 1: the wide output before the valid columns are copied out
+    conv_dw_x,       // conv weight gradient: padded samples of a group
+    conv_dw_dy,      // conv weight gradient: dy on the padded pitch
+    conv_db,         // conv backward: per-sample bias sums
+    conv_wpack,      // conv: weights packed once per call
+    wino_u,          // Winograd: transformed weights
+    wino_in,         // Winograd: interleaved input tiles
+    wino_v,          // Winograd: transformed input tiles
+    wino_m,          // Winograd: point-wise products
+    wino_st,         // Winograd: the output transform's staging
+    wino_xg,         // Winograd weight gradient: a group's transformed inputs
+    wino_dyg,        // Winograd weight gradient: a group's transformed dy
+    wino_acc,        // Winograd weight gradient: per-group partial sums
+};
+
+/// At least n values of T in this thread's buffer for `Slot`; contents undefined.
+template <class T, scratch_slot Slot>
+T* scratch(std::size_t n) {
+    thread_local aligned_vector<T> buf;
+    if (buf.size() < n) buf.resize(n);
+    return buf.data();
+}
+
+}  // namespace oar::cpu_detail

@@ -1,0 +1,71 @@
+// Scalar kernel bodies that every backend runs: one row of softmax and of its backward, one row of
+// the fused softmax + cross-entropy, and the argmax of one pooling window. Written once, as
+// OAR_HOST_DEVICE functions: the CPU kernels loop over rows with them, the CUDA kernels run one
+// row per thread (docs/ARCHITECTURE.md). Plain C++: g++ and nvcc compile it.
+#pragma once
+
+#include <cmath>    // std::exp, std::log
+#include <cstddef>  // std::size_t
+
+#include "../config.hpp"  // OAR_HOST_DEVICE
+#include "types.hpp"      // ConvGeometry
+
+namespace oar::rows {
+
+/// out = softmax(in), one row of `cols`: the maximum subtracted first, the sum in double.
+template <class T>
+OAR_HOST_DEVICE void softmax(const T* in, T* out, std::size_t cols) {
+    T m = in[0];
+    for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
+    double s = 0.0;
+    for (std::size_t j = 0; j < cols; ++j) {
+        out[j] = std::exp(in[j] - m);
+        s += out[j];
+    }
+    const T inv = static_cast<T>(1.0 / s);
+    for (std::size_t j = 0; j < cols; ++j) out[j] *= inv;
+}
+
+/// dx = y * (dy - sum(dy * y)), one row (the dot product in double).
+template <class T>
+OAR_HOST_DEVICE void softmax_backward(const T* y, const T* dy, T* dx, std::size_t cols) {
+    double dot = 0.0;
+    for (std::size_t j = 0; j < cols; ++j) dot += static_cast<double>(dy[j]) * y[j];
+    for (std::size_t j = 0; j < cols; ++j) dx[j] = y[j] * (dy[j] - static_cast<T>(dot));
+}
+
+/// Returns logsumexp(in) - in[label] (double); when dz is not null, dz = scale * (softmax(in) -
+/// onehot(label)). The label is checked by the caller.
+template <class T>
+OAR_HOST_DEVICE double softmax_cross_entropy(const T* in, std::size_t label, std::size_t cols, T scale, T* dz) {
+    T m = in[0];
+    for (std::size_t j = 1; j < cols; ++j) m = in[j] > m ? in[j] : m;
+    double s = 0.0;
+    for (std::size_t j = 0; j < cols; ++j) s += std::exp(static_cast<double>(in[j]) - static_cast<double>(m));
+    const double lse = std::log(s) + static_cast<double>(m);
+    if (dz) {
+        for (std::size_t j = 0; j < cols; ++j) dz[j] = scale * static_cast<T>(std::exp(static_cast<double>(in[j]) - lse));
+        dz[label] -= scale;
+    }
+    return lse - static_cast<double>(in[label]);
+}
+
+/// Flat index in `plane` of the maximum of window (oy, ox); NaN wins, the first maximum on ties
+/// (PyTorch's rule).
+template <class T>
+OAR_HOST_DEVICE std::size_t window_argmax(const ConvGeometry& g, const T* plane, std::size_t oy, std::size_t ox) {
+    std::size_t best = (oy * g.stride) * g.width + ox * g.stride;
+    T bv = plane[best];
+    for (std::size_t ky = 0; ky < g.kernel; ++ky)
+        for (std::size_t kx = 0; kx < g.kernel; ++kx) {
+            const std::size_t idx = (oy * g.stride + ky) * g.width + ox * g.stride + kx;
+            const T v = plane[idx];
+            if (v > bv || (v != v && bv == bv)) {
+                bv = v;
+                best = idx;
+            }
+        }
+    return best;
+}
+
+}  // namespace oar::rows
