@@ -1,5 +1,5 @@
 // The umbrella of oar's CPU API: shapes, layers, networks, losses, metrics, optimizers, IDX data.
-// CUDA code may include it too: nothing here pulls in simdjson (DESIGN.md, commitment 3).
+// CUDA code may include it too: nothing here pulls in simdjson (docs/ARCHITECTURE.md, "Constraints").
 #pragma once
 
 #include "config.hpp"                 // feature macros

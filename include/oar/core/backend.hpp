@@ -1,4 +1,4 @@
-// Backends are types (DESIGN.md, commitment 3): `oar::cpu` here, `oar::cuda` in the CUDA headers.
+// Backends are types (docs/ARCHITECTURE.md, "Constraints"): `oar::cpu` here, `oar::cuda` in the CUDA headers.
 // A backend names where buffers live and their scalar type; kernels for it are
 // `kernel<Op, Backend>` specialisations. `cpu64` (double) exists for gradient checks.
 #pragma once

@@ -1,6 +1,6 @@
 // The course's mnist.json.gz: [[train_imgs, train_labels], [val_imgs, val_labels], [test_imgs,
 // test_labels]], each image a list of 784 numbers, read into InMemoryDatasets (and written, for the
-// converter). Not part of oar.hpp: it includes simdjson, which nvcc cannot compile (DESIGN.md, 3).
+// converter). Not part of oar.hpp: it includes simdjson, which nvcc cannot compile (docs/ARCHITECTURE.md, "Constraints").
 //
 // Design. io::InflateThread inflates on its own thread into 4 MiB blocks while this thread parses,
 // and the JSON is never held whole: a small state machine steps over the layout's few structural

@@ -1,4 +1,4 @@
-// The Communicator concept (DESIGN.md, commitment 4): what data-parallel training needs from a
+// The Communicator concept (docs/ARCHITECTURE.md, "Constraints"): what data-parallel training needs from a
 // collective engine. LocalComm (one process), MpiComm (CPU processes and nodes) and NcclComm
 // (GPUs) model it; DataParallel and the helpers below are written against it alone.
 #pragma once

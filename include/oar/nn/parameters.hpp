@@ -1,5 +1,5 @@
 // A network's parameters and gradients, each in one flat, cache-line aligned buffer
-// (DESIGN.md, commitment 2), plus the table of named tensors in it ("0.weight", "0.bias", ...).
+// (docs/ARCHITECTURE.md), plus the table of named tensors in it ("0.weight", "0.bias", ...).
 // Optimizers run one fused pass over the flat buffers; state dicts are views into them.
 #pragma once
 

@@ -26,7 +26,7 @@
 // changes the network and the optimizer: never half-loaded. Errors name the file and the key, with
 // both shapes or dtypes: value_error (missing / unexpected key, dtype, optimizer kind), shape_error
 // (shape), format_error (a corrupt file or a mismatched pair), io_error (cannot open / write).
-// Headers checked with nvcc 13 too: nothing here includes simdjson (DESIGN.md, commitment 3).
+// Headers checked with nvcc 13 too: nothing here includes simdjson (docs/ARCHITECTURE.md, "Constraints").
 // Crash safety: every file is replaced atomically (io/atomic_file.hpp). The pair is two files, so
 // save_checkpoint keeps the previous weights as a hard link "<stem>.safetensors.prev" while it
 // replaces the weights and then the state file; if it is killed in between, load_checkpoint finds

@@ -1,5 +1,5 @@
 // CPU loop for the fused optimizer update: one pass over the flat parameter, gradient and state
-// buffers (DESIGN.md, commitment 2). Plain loop over restrict pointers: the compiler vectorises it;
+// buffers (docs/ARCHITECTURE.md). Plain loop over restrict pointers: the compiler vectorises it;
 // large buffers are updated in fixed chunks on the thread pool.
 #pragma once
 

@@ -24,7 +24,7 @@ struct basic_cuda {
     static constexpr int device = Device;
 };
 
-using cuda = basic_cuda<>;  ///< DESIGN.md, commitment 3
+using cuda = basic_cuda<>;  ///< the CUDA backend (docs/ARCHITECTURE.md)
 
 template <class B>
 inline constexpr bool is_cuda_backend = false;
