@@ -71,13 +71,16 @@ inline std::uint64_t fingerprint(const std::string& description, std::size_t buf
 /// A communicator whose collectives take device memory (NcclComm says so with device_memory).
 template <class C>
 concept DeviceCommunicator = requires { requires C::device_memory; };
+/// A communicator that touches no memory (LocalComm: one process), fit for any backend.
+template <class C>
+concept AnyMemoryCommunicator = requires { requires C::any_memory; };
 
 template <FlatParameterModel M, Communicator C>
 class DataParallel {
 public:
     using value_type = typename decltype(std::declval<M&>().parameters().values())::value_type;
     using backend = typename backend_of<M>::type;
-    static_assert(storage<backend>::host_memory != DeviceCommunicator<C>,
+    static_assert(AnyMemoryCommunicator<C> || storage<backend>::host_memory != DeviceCommunicator<C>,
                   "oar: DataParallel needs a communicator for the memory the network's gradients live in: "
                   "NcclComm for a network on the GPU, MpiComm or LocalComm for one on the CPU");
 

@@ -29,6 +29,32 @@ struct ParallelEnv {
     bool distributed() const { return world_size > 1; }
 };
 
+/// The GPU this process trains on (paddle.distributed.ParallelEnv().device_id): entry local_rank of
+/// the comma-separated list in $OAR_GPUS (what `oar-launch --gpus 0,1` sets), else local_rank
+/// itself. Indices count the devices CUDA sees, so CUDA_VISIBLE_DEVICES is honoured. A malformed
+/// list, or one shorter than the node's ranks, is a usage_error naming OAR_GPUS.
+inline int device_id(const ParallelEnv& e) {
+    const char* v = std::getenv("OAR_GPUS");
+    if (!v || !*v) return e.local_rank;
+    const std::string list = v;
+    std::size_t start = 0;
+    for (int i = 0;; ++i) {
+        const std::size_t end = list.find(',', start);
+        const std::string item = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        char* stop = nullptr;
+        const long id = std::strtol(item.c_str(), &stop, 10);
+        if (item.empty() || *stop != '\0' || id < 0 || id > 1023)
+            throw usage_error(oar::detail::concat("OAR_GPUS='", list, "': entry ", i, " ('", item,
+                                                  "') is not a GPU index (expected e.g. OAR_GPUS=0,1)"));
+        if (i == e.local_rank) return static_cast<int>(id);
+        if (end == std::string::npos)
+            throw usage_error(oar::detail::concat("OAR_GPUS='", list, "' lists ", i + 1, " GPU", i == 0 ? "" : "s",
+                                                  ", but this is local rank ", e.local_rank,
+                                                  " of the node: give one GPU per process"));
+        start = end + 1;
+    }
+}
+
 /// What a launcher put in the environment, if one did: Open MPI's mpirun sets OMPI_COMM_WORLD_*,
 /// MPICH / Intel MPI's hydra PMI_RANK / PMI_SIZE, PMIx launchers PMIX_RANK (no size: MPI tells).
 /// world_size is 0 when the launcher does not say.

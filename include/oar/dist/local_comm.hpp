@@ -11,6 +11,9 @@ namespace oar::dist {
 
 class LocalComm {
 public:
+    /// Its collectives touch no memory, so it serves networks on any backend (DataParallel).
+    static constexpr bool any_memory = true;
+
     int rank() const { return 0; }
     int world_size() const { return 1; }
 
