@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Every check that needs a GPU, in one command, for the first machine that has one: builds the
+# release preset (nvcc targets included), runs every real-launch test (ctest label `gpu`), the
+# main job on one GPU (test accuracy and img/s), the data-parallel main job on two GPUs over NCCL
+# when two are visible (under mpirun and under oar-launch --gpus 0,1), and the GPU benchmark; then
+# prints one summary table. Logs go to build/gpu_check/ (OAR_GPU_LOGS overrides).
+#
+#   scripts/gpu_check.sh            # OAR_JOBS (default: all cores), OAR_GPU_EPOCHS (default 1)
+#
+# Exit status: 0 when every row passed, 1 when one failed, 77 when no GPU is visible (nothing was
+# checked; the emulated-launch tests of the normal suite stay the proof of the kernel math).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+build=build/release
+logs="${OAR_GPU_LOGS:-build/gpu_check}"
+jobs="${OAR_JOBS:-$(nproc)}"
+epochs="${OAR_GPU_EPOCHS:-1}"
+data="data/mnist"
+mkdir -p "$logs"
+
+rows=()
+failed=0
+row() {  # check, outcome, detail
+  rows+=("$(printf '| %-44s | %-7s | %s |' "$1" "$2" "$3")")
+  [[ "$2" == failed ]] && failed=1
+  return 0
+}
+table() {
+  echo
+  echo "[gpu_check] summary ($(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname))"
+  printf '| %-44s | %-7s | %s |\n' check outcome detail
+  printf '| %-44s | %-7s | %s |\n' "---" "---" "---"
+  printf '%s\n' "${rows[@]}"
+}
+# The main job's result line -> "test_accuracy=... train_images_per_sec=..."
+result_of() { grep -m1 '^result:' "$1" | grep -o 'test_accuracy=[^ ]* train_images_per_sec=[^ ]*' || true; }
+
+gpus=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >"$logs/gpus.txt" 2>&1; then
+  gpus=$(grep -c '^GPU' "$logs/gpus.txt" || true)
+fi
+if ((gpus == 0)); then
+  echo "[gpu_check] no GPU visible (nvidia-smi -L): nothing to check here"
+  exit 77
+fi
+echo "[gpu_check] $gpus GPU(s):"
+cat "$logs/gpus.txt"
+
+# 1. Build (setup stages data/mnist; the release preset builds the nvcc targets when nvcc is found).
+t0=$SECONDS
+if scripts/setup.sh >"$logs/setup.log" 2>&1 && cmake --preset release >"$logs/configure.log" 2>&1 &&
+   cmake --build --preset release -j"$jobs" >"$logs/build.log" 2>&1; then
+  row "build (release preset, nvcc sm_80 + sm_90)" passed "$((SECONDS - t0)) s"
+else
+  row "build (release preset, nvcc sm_80 + sm_90)" failed "see $logs/build.log"
+  table
+  exit 1
+fi
+
+# 2. Every real-launch test: kernels, the network, the GPU main job, NCCL.
+ctest --test-dir "$build" -L gpu --output-on-failure >"$logs/ctest_gpu.log" 2>&1
+rc=$?
+summary=$(grep -m1 'tests passed' "$logs/ctest_gpu.log" || echo "no ctest summary")
+skipped=$(grep -c '\*\*\*Skipped\|Not Run' "$logs/ctest_gpu.log" || true)
+if ((rc == 0)); then row "ctest -L gpu (real launches)" passed "$summary; $skipped skipped"
+else row "ctest -L gpu (real launches)" failed "$summary (see $logs/ctest_gpu.log)"; fi
+
+# 3. The main job on one GPU.
+if "$build/examples/train_mnist" --data "$data" --device gpu --epochs "$epochs" >"$logs/train_gpu.log" 2>&1; then
+  row "train_mnist --device gpu ($epochs epoch)" passed "$(result_of "$logs/train_gpu.log")"
+else
+  row "train_mnist --device gpu ($epochs epoch)" failed "see $logs/train_gpu.log"
+fi
+
+# 4. Data parallel over NCCL on two GPUs (each rank takes the GPU of its local rank).
+if ((gpus >= 2)); then
+  mpi=(mpirun -np 2 --oversubscribe)
+  [[ "$(id -u)" == 0 ]] && mpi+=(--allow-run-as-root)
+  if "${mpi[@]}" "$build/examples/train_mnist" --data "$data" --device gpu --epochs "$epochs" >"$logs/train_2gpu_mpirun.log" 2>&1; then
+    row "mpirun -np 2 train_mnist --device gpu" passed "$(result_of "$logs/train_2gpu_mpirun.log")"
+  else
+    row "mpirun -np 2 train_mnist --device gpu" failed "see $logs/train_2gpu_mpirun.log"
+  fi
+  if scripts/oar-launch --gpus 0,1 "$build/examples/train_mnist" --data "$data" --device gpu --epochs "$epochs" \
+       >"$logs/train_2gpu_launch.log" 2>&1; then
+    row "oar-launch --gpus 0,1 train_mnist --device gpu" passed "$(result_of "$logs/train_2gpu_launch.log")"
+  else
+    row "oar-launch --gpus 0,1 train_mnist --device gpu" failed "see $logs/train_2gpu_launch.log"
+  fi
+else
+  row "data parallel on 2 GPUs (NCCL)" skipped "one GPU visible"
+fi
+
+# 5. The GPU benchmark (img/s at batch 100 and 1024).
+bench="$build/benchmarks/cuda/bench_train_gpu"
+if [[ -x "$bench" ]]; then
+  if "$bench" 200 >"$logs/bench_train_gpu.log" 2>&1; then
+    row "bench_train_gpu 200" passed "$(grep -o '"batch": [0-9]*\|"train_images_per_sec": [0-9.]*' "$logs/bench_train_gpu.log" | tr '\n' ' ')"
+  else
+    row "bench_train_gpu 200" failed "see $logs/bench_train_gpu.log"
+  fi
+else
+  row "bench_train_gpu 200" failed "not built ($bench)"
+fi
+
+table
+exit "$failed"
