@@ -22,16 +22,12 @@
 #include <variant>       // std::variant: one field
 #include <vector>        // std::vector: the column names
 
+#include "unique_file.hpp"   // unique_file: the FILE* closes on every path
 #include "../core/error.hpp"  // io_error, format_error, value_error
 
 namespace oar::io {
 
 namespace csv_detail {
-
-struct file_closer {
-    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
-};
-using unique_file = std::unique_ptr<std::FILE, file_closer>;
 
 /// Appends `s` as one RFC 4180 field: quoted when it holds a comma, quote, CR or LF (inner quotes
 /// doubled), and when it is empty, so that a one-column row of "" is not read as an empty line.
@@ -250,7 +246,7 @@ private:
     bool continue_existing() {
         std::error_code ec;
         if (!std::filesystem::exists(path_, ec)) return false;
-        csv_detail::unique_file in(std::fopen(path_.c_str(), "rb"));
+        unique_file in(std::fopen(path_.c_str(), "rb"));
         if (!in) throw io_error(oar::detail::concat(path_.string(), ": cannot open to append (", std::strerror(errno), ")"));
         // Walk the file once in chunks: collect the first record (the header, at most 1 MiB) and
         // find where the last complete record ends (a LF outside quotes).
@@ -296,7 +292,7 @@ private:
 
     std::filesystem::path path_;
     std::vector<std::string> columns_;
-    csv_detail::unique_file file_;
+    unique_file file_;
     std::string buffer_;
 };
 

@@ -19,17 +19,13 @@
 #include <system_error> // std::error_code
 #include <unistd.h>     // ::gethostname, ::getpid, ::close
 
+#include "unique_file.hpp"   // unique_file: the FILE* closes on every path
 #include "../core/error.hpp"  // io_error, value_error
 #include "crc32c.hpp"         // crc32c, mask_crc32c: TFRecord checksums
 
 namespace oar::io {
 
 namespace tb_detail {
-
-struct file_closer {
-    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
-};
-using unique_file = std::unique_ptr<std::FILE, file_closer>;
 
 // Protobuf wire format: a key is (field << 3) | wire type; 0 varint, 1 fixed64, 2 length-delimited,
 // 5 fixed32. Multi-byte fixed values are little-endian.
@@ -209,7 +205,7 @@ private:
 
     Clock clock_;
     std::filesystem::path path_;
-    tb_detail::unique_file file_;
+    unique_file file_;
     std::string record_;
 };
 

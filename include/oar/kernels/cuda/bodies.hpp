@@ -195,23 +195,51 @@ OAR_HOST_DEVICE void max_pool_forward_body(const Thread& t, ConvGeometry g, std:
     }
 }
 
-template <class T>
-OAR_HOST_DEVICE void max_pool_backward_body(const Thread& t, ConvGeometry g, std::size_t n, const T* x, const T* dy,
-                                            T* dx) {
+/// dx[i] = the sum, over the windows (oy, ox) of the plane that contain input pixel i, of
+/// add(plane, pixel, oy, ox, sum) adding its term: a gather, one thread per input pixel, no atomics.
+template <class T, class Add>
+OAR_HOST_DEVICE void pool_gather(const Thread& t, const ConvGeometry& g, std::size_t n, T* dx, const Add& add) {
     const std::size_t oh = g.out_height(), ow = g.out_width(), hw = g.height * g.width, total = n * g.channels * hw;
     for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
         const std::size_t plane = i / hw, iy = (i % hw) / g.width, ix = i % g.width;
-        const T* in = x + plane * hw;
-        const T* d = dy + plane * oh * ow;
         std::size_t y0, y1, x0, x1;
         windows_containing(iy, g.kernel, g.stride, oh, y0, y1);
         windows_containing(ix, g.kernel, g.stride, ow, x0, x1);
         T sum = T(0);
         for (std::size_t oy = y0; oy < y1; ++oy)
-            for (std::size_t ox = x0; ox < x1; ++ox)
-                if (window_argmax(g, in, oy, ox) == i % hw) sum += d[oy * ow + ox];
+            for (std::size_t ox = x0; ox < x1; ++ox) add(plane, i % hw, oy, ox, sum);
         dx[i] = sum;
     }
+}
+
+/// A window's gradient goes to its first maximum.
+template <class T>
+struct max_pool_term {
+    ConvGeometry g;
+    const T* x;
+    const T* dy;
+    OAR_HOST_DEVICE void operator()(std::size_t plane, std::size_t pixel, std::size_t oy, std::size_t ox, T& sum) const {
+        const std::size_t oh = g.out_height(), ow = g.out_width();
+        if (window_argmax(g, x + plane * g.height * g.width, oy, ox) == pixel) sum += dy[plane * oh * ow + oy * ow + ox];
+    }
+};
+
+/// A window's gradient spread evenly over its K*K pixels.
+template <class T>
+struct avg_pool_term {
+    ConvGeometry g;
+    const T* dy;
+    T inv;
+    OAR_HOST_DEVICE void operator()(std::size_t plane, std::size_t, std::size_t oy, std::size_t ox, T& sum) const {
+        const std::size_t oh = g.out_height(), ow = g.out_width();
+        sum += dy[plane * oh * ow + oy * ow + ox] * inv;
+    }
+};
+
+template <class T>
+OAR_HOST_DEVICE void max_pool_backward_body(const Thread& t, ConvGeometry g, std::size_t n, const T* x, const T* dy,
+                                            T* dx) {
+    pool_gather(t, g, n, dx, max_pool_term<T>{g, x, dy});
 }
 
 template <class T>
@@ -230,19 +258,7 @@ OAR_HOST_DEVICE void avg_pool_forward_body(const Thread& t, ConvGeometry g, std:
 
 template <class T>
 OAR_HOST_DEVICE void avg_pool_backward_body(const Thread& t, ConvGeometry g, std::size_t n, const T* dy, T* dx) {
-    const std::size_t oh = g.out_height(), ow = g.out_width(), hw = g.height * g.width, total = n * g.channels * hw;
-    const T inv = T(1) / static_cast<T>(g.kernel * g.kernel);
-    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
-        const std::size_t plane = i / hw, iy = (i % hw) / g.width, ix = i % g.width;
-        const T* d = dy + plane * oh * ow;
-        std::size_t y0, y1, x0, x1;
-        windows_containing(iy, g.kernel, g.stride, oh, y0, y1);
-        windows_containing(ix, g.kernel, g.stride, ow, x0, x1);
-        T sum = T(0);
-        for (std::size_t oy = y0; oy < y1; ++oy)
-            for (std::size_t ox = x0; ox < x1; ++ox) sum += d[oy * ow + ox] * inv;
-        dx[i] = sum;
-    }
+    pool_gather(t, g, n, dx, avg_pool_term<T>{g, dy, T(1) / static_cast<T>(g.kernel * g.kernel)});
 }
 
 // ---------------------------------------------------------------------------------------------
