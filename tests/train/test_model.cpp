@@ -13,6 +13,7 @@
 
 #include <oar/oar.hpp>  // layers, Network, optimizers
 
+#include "support/temp_dir.hpp"   // TempDir: the checkpoint folder
 #include "support/toy_model.hpp"  // oar_test::toy_set, ToyNet: a small learnable set and network
 
 namespace {
@@ -302,19 +303,22 @@ TEST_CASE("a network whose outputs live on a device trains as the host network: 
     CHECK(de.loss == he.loss);
 }
 
-TEST_CASE("a network on a device refuses layer hooks and checkpoints by name") {
+TEST_CASE("a network on a device checkpoints through the common code and refuses layer hooks by name") {
     const auto train = toy(40);
     FakeDeviceNet dev(2);
     oar::SGD opt(dev.parameters(), {.learning_rate = 0.1f});
     oar::Model<FakeDeviceNet, FakeDeviceLoss> model(dev);
     model.prepare(opt, FakeDeviceLoss{}, {oar::top_k_accuracy(1)});
-    const std::string dir = "test_model_device_ckpt";
-    CHECK_THROWS_WITH_AS(model.save_checkpoint(dir, "latest"),
-                         doctest::Contains("Model::save_checkpoint(test_model_device_ckpt, latest): checkpoints of "
-                                           "a network on the GPU are not supported yet"),
-                         oar::value_error);
-    CHECK_THROWS_AS(model.load_checkpoint(dir, "latest"), oar::value_error);
-    CHECK_FALSE(std::filesystem::exists(dir));
+    model.fit(train, {.epochs = 1, .batch_size = 20, .verbose = 0});
+    oar_test::TempDir tmp;
+    const std::string dir = tmp.path.string();
+    model.save_checkpoint(dir, "latest");
+    FakeDeviceNet other(9);
+    oar::SGD opt2(other.parameters(), {.learning_rate = 0.1f});
+    oar::Model<FakeDeviceNet, FakeDeviceLoss> reloaded(other);
+    reloaded.prepare(opt2, FakeDeviceLoss{});
+    reloaded.load_checkpoint(dir, "latest");
+    CHECK(bitwise_equal(oar_test::weights_of(other), oar_test::weights_of(dev)));
     model.add_layer_hook([](const oar::LayerEvent&) {});
     CHECK_THROWS_WITH_AS(model.fit(train, {.epochs = 1, .batch_size = 20}),
                          doctest::Contains("layer hook(s) (TerminateOnNonFinite with layers on, Diagnostics, "
