@@ -173,7 +173,7 @@ static_assert(AsyncCommunicator<MpiComm>);
 
 #else  // !OAR_HAS_MPI
 
-#include "../kernels/dispatch.hpp"  // dependent_false
+#include "../core/dependent_false.hpp"  // dependent_false
 
 namespace oar::dist {
 

@@ -265,7 +265,7 @@ static_assert(AsyncCommunicator<NcclComm>);
 
 #else  // !(OAR_HAS_NCCL && OAR_HAS_CUDA)
 
-#include "../kernels/dispatch.hpp"  // dependent_false
+#include "../core/dependent_false.hpp"  // dependent_false
 
 namespace oar::dist {
 

@@ -14,7 +14,7 @@
 
 #include "../core/layer_concepts.hpp"  // Layer, ParametricLayer, LayerCheck
 #include "../core/shape.hpp"           // Shape, Dims, shape_of
-#include "../kernels/dispatch.hpp"     // dependent_false
+#include "../core/dependent_false.hpp"  // dependent_false
 
 namespace oar {
 
