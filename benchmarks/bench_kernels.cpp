@@ -9,6 +9,7 @@
 //   scripts/bench.sh  (or build/release/benchmarks/bench_kernels [--benchmark_filter=gemm])
 #include <benchmark/benchmark.h>  // the harness
 
+#include <oar/models/course.hpp>  // course::CNN, course::MLP
 #include <oar/oar.hpp>  // the library
 #include <oar/core/simd.hpp>         // xsimd::batch, fma: the peak probe
 #include <oar/core/thread_pool.hpp>  // default_pool: the probe runs on every thread
@@ -311,9 +312,8 @@ void train_step(benchmark::State& state) {
     state.counters["img/s"] = benchmark::Counter(100.0 * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
-using CNN = Sequential<Conv2D<1, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>, Conv2D<20, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>,
-                       Flatten, Linear<980, 10>>;
-using MLP = Sequential<Flatten, Linear<784, 512>, ReLU, Dropout<20>, Linear<512, 10>>;
+using CNN = course::CNN;
+using MLP = course::MLP;
 BENCHMARK(adam_step<CNN>)->Name("adam_step_cnn")->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(adam_step<MLP>)->Name("adam_step_mlp")->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(train_step<CNN>)->Name("train_step_cnn_b100")->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -5,7 +5,8 @@
 #include <benchmark/benchmark.h>  // the harness
 
 #include <oar/data/dataloader.hpp>  // DataLoader, ByteImageDataset
-#include <oar/oar.hpp>              // Network, the CNN's layers, CrossEntropyLoss, Adam
+#include <oar/models/course.hpp>    // course::CNN
+#include <oar/oar.hpp>              // Network, CrossEntropyLoss, Adam
 
 #include <cstddef>  // std::size_t
 #include <cstdlib>  // std::getenv
@@ -80,8 +81,7 @@ void loader_throughput(benchmark::State& state) {
 }
 BENCHMARK(loader_throughput)->Arg(0)->Arg(1)->Arg(2)->ArgName("workers")->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-using CNN = Sequential<Conv2D<1, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>, Conv2D<20, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>,
-                       Flatten, Linear<980, 10>>;
+using CNN = course::CNN;
 
 /// The course CNN's training step (forward, cross-entropy, backward, Adam) on `x`, `y`.
 struct Trainer {

@@ -3,6 +3,7 @@
 // job in libtorch (sbs_torch.cpp) and PaddlePaddle (sbs_paddle.py).
 //   sbs_oar <cnn|mlp> <train|infer> <threads> <batch> <steps>
 //   -> "img_per_sec=<best of 3 rounds> peak_rss_mb=<ru_maxrss>"
+#include <oar/models/course.hpp>     // course::CNN, course::MLP
 #include <oar/oar.hpp>               // the library
 #include <oar/core/thread_pool.hpp>  // set_num_threads
 
@@ -19,9 +20,8 @@ namespace {
 
 using namespace oar;
 
-using CNN = Sequential<Conv2D<1, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>, Conv2D<20, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>,
-                       Flatten, Linear<980, 10>>;
-using MLP = Sequential<Flatten, Linear<784, 512>, ReLU, Dropout<20>, Linear<512, 10>>;
+using CNN = course::CNN;
+using MLP = course::MLP;
 
 template <class Seq>
 double run(bool train, std::size_t batch, std::size_t steps) {

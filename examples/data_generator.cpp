@@ -8,9 +8,8 @@
 #include <string>    // std::string
 #include <vector>    // std::vector
 
-#include <oar/oar.hpp>  // generator, datasets, the network
-
-#include "models.hpp"  // course::LinearRegression
+#include <oar/models/course.hpp>  // oar::course::LinearRegression
+#include <oar/oar.hpp>            // generator, datasets, the network
 
 namespace {
 
@@ -40,7 +39,7 @@ oar::generator<Batch> data_generator(const D& ds, Mode mode, std::size_t batch_s
 
 template <oar::data::Dataset D>
 void train_one_epoch(const D& ds) {
-    oar::Network<course::LinearRegression, course::Image> net(0);
+    oar::Network<oar::course::LinearRegression, oar::course::Image> net(0);
     oar::SGD opt(net.parameters(), {.learning_rate = 0.001f});
     oar::MSELoss mse;
     oar::Tensor target;

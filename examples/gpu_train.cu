@@ -1,13 +1,11 @@
 // The GPU path of the main job: the course CNN trained by Network<CNN, Image, cuda> with Adam and
 // cross-entropy, batches uploaded from pinned memory on a copy stream while the previous step
-// runs (BatchStager). Interface: oar/cuda/train.hpp; built into the oar_gpu_train library.
-#include <oar/cuda/train.hpp>  // the interface implemented here
+// runs (BatchStager). Interface: app/gpu_train.hpp; built into the oar_gpu_train library.
+#include "app/gpu_train.hpp"  // the interface implemented here
 
 #include <oar/cuda.cuh>                // Network<..., cuda>, Adam<cuda>, CrossEntropyLoss<cuda>, BatchStager
 #include <oar/kernels/cuda/runtime.cuh>       // set_device, OAR_CUDA_CHECK
-#include <oar/layers/activation.hpp>  // ReLU
-#include <oar/layers/linear.hpp>      // Linear
-#include <oar/layers/pool2d.hpp>      // MaxPool2D
+#include <oar/models/course.hpp>       // course::CNN, course::Image
 
 #include <algorithm>  // std::copy, std::min, std::swap
 #include <chrono>   // std::chrono::steady_clock
@@ -16,9 +14,8 @@
 #include <vector>   // std::vector
 
 namespace {
-using CNN = oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>, oar::Conv2D<20, 20, 5, 1, 2>,
-                            oar::ReLU, oar::MaxPool2D<2, 2>, oar::Flatten, oar::Linear<980, 10>>;
-using Image = oar::Shape<1, 28, 28>;
+using CNN = oar::course::CNN;
+using Image = oar::course::Image;
 constexpr std::size_t pixels = 784;
 
 void check_samples(const oar::gpu::Samples& s, const char* what) {

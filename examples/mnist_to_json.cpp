@@ -12,7 +12,7 @@
 #include <oar/data/mnist.hpp>       // load_mnist: the IDX folder and its course split
 #include <oar/data/mnist_json.hpp>  // mnist_json_from_idx, write_mnist_json
 
-#include "cli.hpp"  // cli::for_each_flag
+#include "app/cli.hpp"  // cli::for_each_flag
 
 namespace {
 

@@ -4,11 +4,14 @@
 #include <cstdio>    // std::printf
 #include <vector>    // std::vector
 
-#include <oar/oar.hpp>  // the CPU API
+#include <oar/models/course.hpp>  // course::CNN
+#include <oar/oar.hpp>            // the CPU API
 
 using CNN = oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>,  //
                             oar::Conv2D<20, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>,  //
                             oar::Flatten, oar::Linear<980, 10>>;
+// Written out here to show it; the library defines it once as oar::course::CNN (oar/models/course.hpp).
+static_assert(std::is_same_v<CNN, oar::course::CNN>);
 using Net = oar::Network<CNN, oar::Shape<1, 28, 28>>;
 
 // Shapes are compile-time facts: change 980 to 981 above and this file stops compiling with

@@ -2,21 +2,16 @@
 // `paddle.set_device('gpu')` gives in the course): the same network type with oar::cuda as its
 // backend, Adam and cross-entropy on the device, a few steps on random data.
 // Run: build/release/quickstart_gpu [gpu:N]   (exits 77 without a GPU)
-// (examples/models.hpp includes oar/oar.hpp, which nvcc 13 cannot compile because of the data
-// loader's coroutines, so the model is spelled out here.)
 #include <oar/cuda.cuh>                // Network<..., cuda>, Adam<cuda>, CrossEntropyLoss<cuda>
 #include <oar/kernels/cuda/runtime.cuh>       // set_device, no_device_error
-#include <oar/layers/activation.hpp>  // ReLU
-#include <oar/layers/linear.hpp>      // Linear
-#include <oar/layers/pool2d.hpp>      // MaxPool2D
+#include <oar/models/course.hpp>       // course::CNN, course::Image (layer headers only: nvcc-clean)
 
 #include <cstdint>  // std::int64_t
 #include <cstdio>   // std::printf
 #include <vector>   // std::vector
 
-using CNN = oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>, oar::Conv2D<20, 20, 5, 1, 2>,
-                            oar::ReLU, oar::MaxPool2D<2, 2>, oar::Flatten, oar::Linear<980, 10>>;
-using Image = oar::Shape<1, 28, 28>;
+using CNN = oar::course::CNN;
+using Image = oar::course::Image;
 
 int main(int argc, char** argv) {
     try {

@@ -19,23 +19,25 @@
 
 #include <unistd.h>  // isatty: a progress bar on a terminal, the course's lines elsewhere
 
-#include <oar/data/mnist_json.hpp>        // the course's mnist.json.gz (simdjson: a .cpp-only header)
-#include <oar/dist/data_parallel.hpp>     // DataParallel: gradients averaged across ranks
-#include <oar/dist/env.hpp>               // init_parallel_env: alone, or under mpirun
-#include <oar/oar.hpp>                    // the library
-#include <oar/train/diagnostics.hpp>      // TerminateOnNonFinite
-#include <oar/train/loggers.hpp>          // CSVLogger, TensorBoardLogger, CurvesLogger
-#include <oar/train/model.hpp>            // Model, Logs
-#include <oar/train/model_checkpoint.hpp> // ModelCheckpoint
-#include <oar/train/options.hpp>          // TrainOptions, parse_train_options
-#include <oar/train/progress.hpp>         // ProgBarLogger
-#include <oar/train/signals.hpp>          // StopOnSignal
+#include <oar/data/mnist_json.hpp>                 // the course's mnist.json.gz (simdjson: a .cpp-only header)
+#include <oar/dist/data_parallel.hpp>              // DataParallel: gradients averaged across ranks
+#include <oar/dist/env.hpp>                        // init_parallel_env: alone, or under mpirun
+#include <oar/loss/label_mse.hpp>                  // LabelMSELoss: the regressors' loss
+#include <oar/metric/rounded_accuracy.hpp>         // RoundedAccuracy: the regressors' accuracy
+#include <oar/models/course.hpp>                   // oar::course::CNN, ...
+#include <oar/oar.hpp>                             // the library
+#include <oar/train/callbacks/diagnostics.hpp>      // TerminateOnNonFinite
+#include <oar/train/callbacks/loggers.hpp>          // CSVLogger, TensorBoardLogger, CurvesLogger
+#include <oar/train/callbacks/model_checkpoint.hpp> // ModelCheckpoint
+#include <oar/train/callbacks/progress.hpp>         // ProgBarLogger
+#include <oar/train/callbacks/signals.hpp>          // StopOnSignal
+#include <oar/train/model.hpp>                     // Model, Logs
 
-#include "job_lines.hpp"  // say, CourseLog, EpochLine, Maybe, Schedules: the lines the CPU and GPU runs print
-#include "models.hpp"     // course::CNN, ...
+#include "app/job_lines.hpp"      // say, CourseLog, EpochLine, Maybe, Schedules: the lines the CPU and GPU runs print
+#include "app/train_options.hpp"  // TrainOptions, parse_train_options
 
 #if OAR_HAS_GPU_TRAIN
-#include <oar/cuda/main_job.hpp>  // oar::gpu::train_mnist: --device gpu (nvcc-compiled, examples/train_mnist_gpu.cu)
+#include "app/gpu_mnist_job.hpp"  // oar::gpu::train_mnist: --device gpu (nvcc-compiled, examples/train_mnist_gpu.cu)
 #endif
 
 namespace {
@@ -279,7 +281,7 @@ int train(const Config& c, const std::string& dataset, const Splits<D>& data, Ne
 template <class Seq, class D>
 int run_model(const Config& c, const std::string& dataset, const Splits<D>& data, oar::dist::ParallelContext& par,
               clock_type::time_point start) {
-    using Net = oar::Network<Seq, course::Image>;
+    using Net = oar::Network<Seq, oar::course::Image>;
     Net net(c.seed, c.init == "torch" ? oar::init_scheme::torch : oar::init_scheme::paddle);
     say("%s", oar::summary(net).c_str());
     const oar::L2Decay l2(c.l2);
@@ -317,10 +319,10 @@ int run(const Config& c, const std::string& path, const std::string& dataset, co
         return oar::gpu::train_mnist({.options = &c, .dataset = dataset, .log = out.log, .start = start}, data.train,
                                      data.valid, data.test);
 #endif
-    if (c.model == "linear") return run_model<course::LinearRegression>(c, dataset, data, par, start);
-    if (c.model == "sigmoid-mlp") return run_model<course::SigmoidMLP>(c, dataset, data, par, start);
-    if (c.model == "mlp") return run_model<course::MLP>(c, dataset, data, par, start);
-    return run_model<course::CNN>(c, dataset, data, par, start);
+    if (c.model == "linear") return run_model<oar::course::LinearRegression>(c, dataset, data, par, start);
+    if (c.model == "sigmoid-mlp") return run_model<oar::course::SigmoidMLP>(c, dataset, data, par, start);
+    if (c.model == "mlp") return run_model<oar::course::MLP>(c, dataset, data, par, start);
+    return run_model<oar::course::CNN>(c, dataset, data, par, start);
 }
 
 /// This rank's log file in --log-dir (or $OAR_LOG_DIR), as paddle.distributed.launch's workerlog.N.

@@ -3,20 +3,20 @@
 // CrossEntropyLoss<oar::cuda>, and the same callbacks (progress bar or the course's lines, the
 // epoch lines, CSV / TensorBoard / SVG curves in --log-dir, the LR schedule, a clean stop on
 // SIGINT/SIGTERM, the non-finite guard) and the same output lines, the result line last.
-// nvcc-compiled (train_mnist.cpp is g++: simdjson); interface oar/cuda/main_job.hpp.
-// The lines and the callbacks that print them come from job_lines.hpp, shared with the CPU run
+// nvcc-compiled (train_mnist.cpp is g++: simdjson); interface app/gpu_mnist_job.hpp.
+// The lines and the callbacks that print them come from app/job_lines.hpp, shared with the CPU run
 // (train_mnist.cpp itself cannot be compiled by nvcc: simdjson).
-#include <oar/cuda/main_job.hpp>  // the interface implemented here
+#include "app/gpu_mnist_job.hpp"  // the interface implemented here
 
 #include <oar/cuda.cuh>                     // Network<..., cuda>, SGD/Momentum/Adagrad/Adam<cuda>, CrossEntropyLoss<cuda>
 #include <oar/kernels/cuda/runtime.cuh>            // use_device, OAR_CUDA_CHECK
 #include <oar/data/dataloader.hpp>         // DataLoader
 #include <oar/nn/summary.hpp>              // summary
-#include <oar/train/diagnostics.hpp>       // TerminateOnNonFinite
-#include <oar/train/loggers.hpp>           // CSVLogger, TensorBoardLogger, CurvesLogger
-#include <oar/train/model.hpp>             // Model, Logs
-#include <oar/train/progress.hpp>          // ProgBarLogger
-#include <oar/train/signals.hpp>           // StopOnSignal
+#include <oar/train/callbacks/diagnostics.hpp>  // TerminateOnNonFinite
+#include <oar/train/callbacks/loggers.hpp>      // CSVLogger, TensorBoardLogger, CurvesLogger
+#include <oar/train/callbacks/progress.hpp>     // ProgBarLogger
+#include <oar/train/callbacks/signals.hpp>      // StopOnSignal
+#include <oar/train/model.hpp>                  // Model, Logs, top_k_accuracy
 
 #include <cstdio>       // fileno(stdout)
 #include <filesystem>   // std::filesystem::path
@@ -26,8 +26,9 @@
 
 #include <unistd.h>  // isatty: a progress bar on a terminal, the course's lines elsewhere
 
-#include "job_lines.hpp"  // say, CourseLog, EpochLine, Maybe, Schedules: the lines the CPU run prints too
-#include "models.hpp"     // course::CNN, course::MLP, course::Image
+#include <oar/models/course.hpp>  // oar::course::CNN, oar::course::MLP, oar::course::Image
+
+#include "app/job_lines.hpp"  // say, CourseLog, EpochLine, Maybe, Schedules: the lines the CPU run prints too
 
 namespace {
 
@@ -95,7 +96,7 @@ int train(const oar::gpu::MnistJob& job, const D& train_set, const D& valid, con
 template <class Seq, class D>
 int run_model(const oar::gpu::MnistJob& job, const D& train_set, const D& valid, const D& test) {
     const oar::TrainOptions& c = *job.options;
-    using Net = oar::Network<Seq, course::Image, oar::cuda>;
+    using Net = oar::Network<Seq, oar::course::Image, oar::cuda>;
     // The CPU network of the same seed and scheme, copied to the device: both start bitwise equal.
     Net net(c.seed, c.init == "torch" ? oar::init_scheme::torch : oar::init_scheme::paddle);
     say("%s", oar::summary(net).c_str());
@@ -130,8 +131,8 @@ int run(const oar::gpu::MnistJob& job, const D& train_set, const D& valid, const
     const std::string name = oar::gpu::use_gpu(c.device.index);
     lines::out.log = job.log;
     say("device: gpu:%zu (%s)\n", c.device.index, name.c_str());
-    if (c.model == "mlp") return run_model<course::MLP>(job, train_set, valid, test);
-    return run_model<course::CNN>(job, train_set, valid, test);
+    if (c.model == "mlp") return run_model<oar::course::MLP>(job, train_set, valid, test);
+    return run_model<oar::course::CNN>(job, train_set, valid, test);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// libFuzzer target for include/oar/train/options.hpp (train_mnist's flags).
+// libFuzzer target for examples/app/train_options.hpp (train_mnist's flags).
 // Input: NUL-separated arguments (argv without the program name).
 // oar::usage_error is the expected rejection; any other exception, a crash or a sanitizer report
 // is a finding. A successful parse must be within the documented bounds.
@@ -7,8 +7,9 @@
 #include <string>   // std::string
 #include <vector>   // std::vector
 
-#include <oar/core/error.hpp>     // oar::usage_error: the expected rejection
-#include <oar/train/options.hpp>  // under test
+#include <oar/core/error.hpp>  // oar::usage_error: the expected rejection
+
+#include "app/train_options.hpp"  // under test (examples/app/, through oar_app)
 
 #include "fuzz_common.hpp"  // oar_fuzz::require
 

@@ -1,11 +1,12 @@
 // Training throughput of the course CNN on the GPU (img/s at batch 100 and 1024), through the
-// same C++ entry point the main job calls (oar/cuda/train.hpp; this file is compiled by g++ and
+// same C++ entry point the main job calls (examples/app/gpu_train.hpp; this file is compiled by g++ and
 // links the nvcc-built oar_gpu_train). Synthetic data: the speed does not depend on pixel values.
 // Run: build/release/benchmarks/cuda/bench_train_gpu [steps=200]   (exits 77 without a GPU)
 // PyTorch side by side: benchmarks/cuda/torch_cnn.py (same model, batch sizes and steps).
 #include <oar/core/error.hpp>  // oar::error
 #include <oar/kernels/cuda/device.hpp> // no_device_error
-#include <oar/cuda/train.hpp>  // oar::gpu::train_course_cnn
+
+#include "app/gpu_train.hpp"  // oar::gpu::train_course_cnn (examples/app/, through oar_app)
 
 #include <cstdint>  // std::int64_t
 #include <cstdio>   // std::printf

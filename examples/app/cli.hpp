@@ -1,12 +1,13 @@
 // Command-line flags for the example programs: `--flag value` or `--flag=value`, `--help`/`-h`.
 // Each program maps flags to its settings; a bad flag is an oar::usage_error (exit status 2).
-// The loop itself lives in the library (oar/train/options.hpp), where it is tested and fuzzed.
+// The loop itself lives in train_options.hpp (beside this header), where it is tested and fuzzed.
 #pragma once
 
 #include <string>  // std::string
 
-#include <oar/core/error.hpp>     // oar::usage_error
-#include <oar/train/options.hpp>  // oar::for_each_flag, oar::unknown_flag
+#include <oar/core/error.hpp>  // oar::usage_error
+
+#include "train_options.hpp"  // oar::for_each_flag, oar::unknown_flag
 
 namespace cli {
 

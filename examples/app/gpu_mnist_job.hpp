@@ -2,7 +2,7 @@
 // is compiled by g++ (it includes simdjson), so its GPU run lives in an nvcc-compiled translation
 // unit, examples/train_mnist_gpu.cu (library `oar_train_mnist_gpu`, built when nvcc is found): the
 // same oar::Model fit / evaluate, with Network<..., oar::cuda> and the same callbacks and lines.
-// Plain C++: nothing here needs the CUDA toolkit.
+// Plain C++: nothing here needs the CUDA toolkit. Application code (examples/app/, not installed).
 #pragma once
 
 #include <chrono>   // std::chrono::steady_clock: the run's start, for the result line
@@ -10,8 +10,9 @@
 #include <cstdio>   // std::FILE: the log file the lines also go to
 #include <string>   // std::string
 
-#include "../data/dataset.hpp"     // ByteImageDataset, InMemoryDataset
-#include "../train/options.hpp"    // TrainOptions: the parsed flags
+#include <oar/data/dataset.hpp>  // ByteImageDataset, InMemoryDataset
+
+#include "train_options.hpp"  // TrainOptions: the parsed flags
 
 namespace oar::gpu {
 

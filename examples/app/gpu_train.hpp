@@ -2,7 +2,7 @@
 // examples/train_mnist.cpp, which includes simdjson and so must not be compiled by nvcc) parses
 // its data and calls train_course_cnn; the implementation is examples/gpu_train.cu, compiled by
 // nvcc into the `oar_gpu_train` library (link it when the target exists, i.e. nvcc was found).
-// Plain C++: nothing here needs the CUDA toolkit.
+// Plain C++: nothing here needs the CUDA toolkit. Application code (examples/app/, not installed).
 #pragma once
 
 #include <cstddef>  // std::size_t
@@ -45,7 +45,7 @@ struct TrainResult {
     std::vector<float> parameters;      ///< the trained flat parameter buffer (CPU layout)
 };
 
-/// Trains the course CNN (examples/models.hpp course::CNN) with Adam and cross-entropy on the GPU.
+/// Trains the course CNN (oar/models/course.hpp, oar::course::CNN) with Adam and cross-entropy on the GPU.
 /// Throws oar::no_device_error without a usable GPU, oar::usage_error for a bad device string,
 /// oar::value_error / shape_error for bad samples.
 TrainResult train_course_cnn(const Samples& train, const Samples* eval, const TrainOptions& options);

@@ -5,9 +5,8 @@
 #pragma once
 
 #include <oar/optim/lr_scheduler.hpp>  // StepDecay, MultiStepDecay, CosineAnnealingDecay, ReduceOnPlateau
-#include <oar/train/lr_scheduler.hpp>  // LRScheduler callback
-#include <oar/train/model.hpp>         // Logs, detail::cb_*
-#include <oar/train/options.hpp>       // TrainOptions, ScheduleOption
+#include <oar/train/callbacks/callback.hpp>      // Logs, detail::cb_*
+#include <oar/train/callbacks/lr_scheduler.hpp>  // LRScheduler callback
 
 #include <algorithm>  // std::max
 #include <chrono>    // std::chrono::steady_clock
@@ -18,6 +17,8 @@
 #include <memory>    // std::unique_ptr: optional callbacks
 #include <optional>  // std::optional: the schedules
 #include <string>    // std::string: describe
+
+#include "train_options.hpp"  // TrainOptions, ScheduleOption
 
 namespace lines {
 

@@ -1,7 +1,8 @@
-// train_mnist's command line as a library: `--flag value` / `--flag=value` parsing into
-// TrainOptions, every value checked, every problem a usage_error naming the flag and the value
-// (exit status 2 in the program). Kept here, not in the example, so tests and the fuzzer
-// (fuzz/fuzz_options.cpp) can call it on any argv.
+// train_mnist's command line: `--flag value` / `--flag=value` parsing into TrainOptions, every
+// value checked, every problem a usage_error naming the flag and the value (exit status 2 in the
+// program). Application code (examples/app/, not installed), in a header of its own so that its
+// test (tests/examples/test_train_options.cpp) and the fuzzer (fuzz/fuzz_options.cpp) can call it
+// on any argv.
 #pragma once
 
 #include <algorithm>    // std::max: the default milestone
@@ -14,7 +15,7 @@
 #include <string_view>  // std::string_view
 #include <vector>       // std::vector: argv as strings, milestones
 
-#include "../core/error.hpp"  // usage_error
+#include <oar/core/error.hpp>  // usage_error
 
 namespace oar {
 

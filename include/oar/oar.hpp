@@ -19,9 +19,13 @@
 #include "nn/network.hpp"             // Network
 #include "nn/summary.hpp"             // summary
 #include "nn/hooks.hpp"               // LayerStats, NonFiniteGuard, observers
+#include "models/course.hpp"          // course::LinearRegression, SigmoidMLP, MLP, CNN, Image
 #include "loss/cross_entropy.hpp"     // CrossEntropyLoss
 #include "loss/mse.hpp"               // MSELoss
+#include "loss/label_mse.hpp"         // LabelMSELoss: the course's regressors
 #include "metric/accuracy.hpp"        // accuracy, Accuracy
+#include "metric/metric.hpp"          // Metric, MetricType, top_k_accuracy
+#include "metric/rounded_accuracy.hpp" // RoundedAccuracy: the course's regressors
 #include "optim/sgd.hpp"              // SGD
 #include "optim/momentum.hpp"         // Momentum
 #include "optim/adagrad.hpp"          // Adagrad
@@ -36,13 +40,13 @@
 #include "data/sampler.hpp"         // SequentialSampler, RandomSampler, BatchedSampler, DistributedBatchSampler
 #include "data/dataloader.hpp"      // DataLoader, Batch, LoaderOptions
 #include "data/cifar10.hpp"         // load_cifar10: a folder or cifar-10-binary.tar.gz
-#include "train/model.hpp"            // Model: prepare / fit / evaluate / predict, Logs, History
-#include "train/progress.hpp"         // ProgBarLogger
-#include "train/loggers.hpp"          // CSVLogger, TensorBoardLogger, CurvesLogger
-#include "train/model_checkpoint.hpp" // ModelCheckpoint
-#include "train/early_stopping.hpp"   // EarlyStopping
-#include "train/lr_scheduler.hpp"     // LRScheduler (the callback)
-#include "train/diagnostics.hpp"      // TerminateOnNonFinite, Diagnostics
-#include "train/signals.hpp"          // StopOnSignal
-#include "train/options.hpp"          // parse_train_options: train_mnist's flags
+#include "train/model.hpp"            // Model: prepare / fit / evaluate / predict, History
+#include "train/callbacks/callback.hpp"         // Logs, Callback, MonitorMode
+#include "train/callbacks/progress.hpp"         // ProgBarLogger
+#include "train/callbacks/loggers.hpp"          // CSVLogger, TensorBoardLogger, CurvesLogger
+#include "train/callbacks/model_checkpoint.hpp" // ModelCheckpoint
+#include "train/callbacks/early_stopping.hpp"   // EarlyStopping
+#include "train/callbacks/lr_scheduler.hpp"     // LRScheduler (the callback)
+#include "train/callbacks/diagnostics.hpp"      // TerminateOnNonFinite, Diagnostics
+#include "train/callbacks/signals.hpp"          // StopOnSignal
 // Not here: data/mnist_json.hpp (simdjson; include it yourself from a .cpp, never from CUDA code).

@@ -9,6 +9,7 @@
 #include <oar/layers/activation.hpp>  // ReLU
 #include <oar/layers/linear.hpp>      // Linear
 #include <oar/layers/pool2d.hpp>      // MaxPool2D
+#include <oar/models/course.hpp>       // course::CNN
 
 #include <algorithm>  // std::max
 #include <cmath>      // std::abs
@@ -20,8 +21,7 @@
 #include "support/random.hpp"   // random_vector
 
 namespace {
-using CNN = oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>, oar::Conv2D<20, 20, 5, 1, 2>,
-                            oar::ReLU, oar::MaxPool2D<2, 2>, oar::Flatten, oar::Linear<980, 10>>;
+using CNN = oar::course::CNN;
 using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::Dropout<20>, oar::Linear<64, 10>>;
 using Image = oar::Shape<1, 28, 28>;
 

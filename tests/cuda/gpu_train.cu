@@ -1,17 +1,13 @@
-// GPU runtime test of the main job's GPU entry point (oar/cuda/train.hpp, examples/gpu_train.cu):
+// GPU runtime test of the main job's GPU entry point (examples/app/gpu_train.hpp, examples/gpu_train.cu):
 // its parameters after a few unshuffled steps equal a CPU Network + Adam + CrossEntropyLoss loop
 // on the same batches (1e-4), it learns a separable toy problem, the same seed gives the same
 // bits, and bad input is named. Skipped (exit 77) where there is no GPU.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
-#include <oar/cuda/train.hpp>  // the interface under test
+#include "app/gpu_train.hpp"  // the interface under test (examples/app/, through oar_app)
 
 #include <oar/kernels/cuda/device.hpp>        // usage_error, no_device_error
-#include <oar/layers/activation.hpp>  // ReLU
-#include <oar/layers/conv2d.hpp>      // Conv2D
-#include <oar/layers/flatten.hpp>     // Flatten
-#include <oar/layers/linear.hpp>      // Linear
-#include <oar/layers/pool2d.hpp>      // MaxPool2D
+#include <oar/models/course.hpp>       // course::CNN, course::Image
 #include <oar/loss/cross_entropy.hpp> // CrossEntropyLoss<cpu>
 #include <oar/nn/network.hpp>         // Network<..., cpu>
 #include <oar/optim/adam.hpp>         // Adam<cpu>
@@ -24,9 +20,8 @@
 #include "support/random.hpp"   // random_vector
 
 namespace {
-using CNN = oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>, oar::Conv2D<20, 20, 5, 1, 2>,
-                            oar::ReLU, oar::MaxPool2D<2, 2>, oar::Flatten, oar::Linear<980, 10>>;
-using Image = oar::Shape<1, 28, 28>;
+using CNN = oar::course::CNN;
+using Image = oar::course::Image;
 
 /// Class c: a bright 6x6 square at a position that depends on c, over noise.
 void toy(std::size_t n, std::uint64_t seed, std::vector<float>& x, std::vector<std::int64_t>& y) {

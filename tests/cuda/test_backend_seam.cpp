@@ -7,6 +7,7 @@
 
 #include <oar/dist/data_parallel.hpp>  // DataParallel
 #include <oar/kernels/cpu/winograd.hpp>  // set_conv_winograd: the CPU reference on the direct kernel
+#include <oar/models/course.hpp>       // course::CNN
 #include <oar/oar.hpp>                 // Network, layers, optimizers, CrossEntropyLoss, Model
 #include <oar/train/checkpoint.hpp>    // save_checkpoint, load_checkpoint
 
@@ -27,8 +28,7 @@ namespace {
 
 using oar_test::emulated_cuda;
 using Image = oar::Shape<1, 28, 28>;
-using CNN = oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>, oar::Conv2D<20, 20, 5, 1, 2>,
-                            oar::ReLU, oar::MaxPool2D<2, 2>, oar::Flatten, oar::Linear<980, 10>>;
+using CNN = oar::course::CNN;
 using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::Dropout<20>, oar::Linear<64, 10>>;
 
 double max_rel_diff(std::span<const float> a, std::span<const float> b) {

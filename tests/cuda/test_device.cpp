@@ -4,8 +4,6 @@
 
 #include <oar/kernels/cuda/device.hpp>  // the header under test
 
-#include <oar/train/options.hpp>  // the main job's --device parser, which must coexist with this header
-
 #include <string>       // std::string
 #include <type_traits>  // std::is_same_v
 
@@ -45,9 +43,4 @@ TEST_CASE("parse_device_spec names the text and what it expected for bad device 
 TEST_CASE("no_device_error is a cuda_error and an oar::error") {
     const std::string m = message_of<oar::cuda_error>([] { throw oar::no_device_error("no CUDA device"); });
     CHECK(contains(m, "oar: no CUDA device"));
-}
-
-TEST_CASE("the CUDA device strings and the main job's --device parser coexist without ambiguity") {
-    CHECK(oar::parse_device_spec("gpu:2") == oar::DeviceSpec{true, 2});
-    CHECK(oar::parse_device(std::string("gpu:2")).index == 2);  // oar/train/options.hpp
 }

@@ -15,6 +15,7 @@
 
 #include <oar/dist/data_parallel.hpp>  // DataParallel
 #include <oar/dist/env.hpp>            // init_parallel_env
+#include <oar/models/course.hpp>       // course::CNN
 #include <oar/oar.hpp>                 // Network, layers, losses, optimizers, data
 
 namespace {
@@ -322,8 +323,7 @@ int bench(oar::dist::ParallelContext& ctx) {
             std::printf("allreduce %8zu floats (%9zu bytes): %9.1f us  (%.1f MB/s)\n", n, 4 * n, us,
                         4.0 * static_cast<double>(n) / us);
     }
-    using CNN = oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>, oar::Conv2D<20, 20, 5, 1, 2>,
-                                oar::ReLU, oar::MaxPool2D<2, 2>, oar::Flatten, oar::Linear<980, 10>>;
+    using CNN = oar::course::CNN;
     oar::Network<CNN, Image> net(1);
     const oar::data::RandomDataset ds(50, oar::make_dims(1, 28, 28), 10, data_seed);
     oar::data::DataLoader loader(ds, oar::data::DistributedBatchSampler(ds.size(), 50, 1, 0));

@@ -1,7 +1,10 @@
-// train_mnist's flags as a library: defaults, every flag, and each bad value named with the flag.
+// train_mnist's flags (examples/app/train_options.hpp): defaults, every flag, and each bad value
+// named with the flag.
 #include <doctest/doctest.h>
 
-#include <oar/train/options.hpp>
+#include "app/train_options.hpp"  // under test (examples/app/, through oar_app)
+
+#include <oar/kernels/cuda/device.hpp>  // parse_device_spec: must coexist with the --device parser
 
 #include <string>
 #include <vector>
@@ -160,4 +163,9 @@ TEST_CASE("bad flags and values are usage errors that name the flag and the valu
         CHECK(got.find(c.second) != std::string::npos);
         CHECK(got.rfind("oar: ", 0) == 0);
     }
+}
+
+TEST_CASE("the CUDA device strings and the main job's --device parser coexist without ambiguity") {
+    CHECK(oar::parse_device_spec("gpu:2") == oar::DeviceSpec{true, 2});
+    CHECK(oar::parse_device(std::string("gpu:2")).index == 2);
 }

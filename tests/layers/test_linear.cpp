@@ -208,3 +208,9 @@ TEST_CASE("Linear with a fused ReLU gives the bits of Linear then ReLU, and matc
     SUBCASE("Linear<33, 20>") { check_fused_relu<oar::Linear<33, 20>, oar::Shape<33>>(5); }
     SUBCASE("Linear<4, 18> on rows") { check_fused_relu<oar::Linear<4, 18>, oar::Shape<3, 4>>(2); }
 }
+
+TEST_CASE("Linear's weight is stored transposed in PyTorch's layout, other layers' are not") {
+    static_assert(oar::torch_transposed_weight<oar::Linear<784, 10>>::value);
+    static_assert(!oar::torch_transposed_weight<oar::ReLU>::value);
+    CHECK(oar::torch_transposed_weight<oar::Linear<3, 2>>::value);
+}

@@ -9,6 +9,7 @@
 #include <oar/layers/flatten.hpp>
 #include <oar/layers/linear.hpp>
 #include <oar/layers/pool2d.hpp>
+#include <oar/models/course.hpp>
 #include <oar/nn/network.hpp>
 
 #include "support/process.hpp"
@@ -26,8 +27,7 @@
 
 namespace {
 using namespace oar;
-using CourseCNN = Sequential<Conv2D<1, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>, Conv2D<20, 20, 5, 1, 2>, ReLU,
-                             MaxPool2D<2, 2>, Flatten, Linear<980, 10>>;
+using CourseCNN = course::CNN;
 using CNN = Network<CourseCNN, Shape<1, 28, 28>>;
 
 Tensor random_tensor(std::size_t n, Dims d, std::uint64_t seed, double scale = 1.0) {

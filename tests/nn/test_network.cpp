@@ -10,6 +10,7 @@
 #include <oar/layers/flatten.hpp>
 #include <oar/layers/linear.hpp>
 #include <oar/layers/pool2d.hpp>
+#include <oar/models/course.hpp>
 #include <oar/testing/gradcheck.hpp>
 #include <oar/core/thread_pool.hpp>    // set_num_threads: results must not depend on it
 #include <oar/loss/cross_entropy.hpp>  // a whole training step, for the allocation count
@@ -52,8 +53,7 @@ void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { counte
 
 namespace {
 using namespace oar;
-using CourseCNN = Sequential<Conv2D<1, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>, Conv2D<20, 20, 5, 1, 2>, ReLU,
-                             MaxPool2D<2, 2>, Flatten, Linear<980, 10>>;
+using CourseCNN = course::CNN;
 using CNN = Network<CourseCNN, Shape<1, 28, 28>>;
 using Small = Sequential<Conv2D<2, 3, 3, 1, 1>, ReLU, MaxPool2D<2>, Flatten, Linear<48, 5>, Tanh, Linear<5, 2>>;
 
@@ -344,7 +344,7 @@ std::vector<float> grads_of(const auto& net) {
 TEST_CASE("a ReLU after a Conv2D or a Linear is fused at compile time, only where the sequence allows it") {
     static_assert(CNN::fuses_relu(0) && CNN::fuses_relu(3));
     static_assert(!CNN::fuses_relu(1) && !CNN::fuses_relu(2) && !CNN::fuses_relu(7) && !CNN::fuses_relu(8));
-    using Mlp = Network<Sequential<Flatten, Linear<784, 512>, ReLU, Dropout<20>, Linear<512, 10>>, Shape<1, 28, 28>>;
+    using Mlp = Network<course::MLP, Shape<1, 28, 28>>;
     static_assert(!Mlp::fuses_relu(0) && Mlp::fuses_relu(1) && !Mlp::fuses_relu(4));
     using TanhAfter = Network<Sequential<Linear<4, 4>, Tanh, Linear<4, 4>, ReLU, ReLU>, Shape<4>>;
     static_assert(!TanhAfter::fuses_relu(0) && TanhAfter::fuses_relu(2) && !TanhAfter::fuses_relu(3));

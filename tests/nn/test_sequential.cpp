@@ -10,14 +10,14 @@
 #include <oar/layers/flatten.hpp>
 #include <oar/layers/linear.hpp>
 #include <oar/layers/pool2d.hpp>
+#include <oar/models/course.hpp>
 
 #include <type_traits>
 
 namespace {
 using namespace oar;
 
-using CourseCNN = Sequential<Conv2D<1, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>, Conv2D<20, 20, 5, 1, 2>, ReLU,
-                             MaxPool2D<2, 2>, Flatten, Linear<980, 10>>;
+using CourseCNN = course::CNN;
 using CNN = CourseCNN::bind<Shape<1, 28, 28>>;
 
 // The course's CNN: output Shape<10> and its exact parameter count, by formula:
@@ -65,7 +65,7 @@ static_assert(std::is_same_v<PerRow::output_shape, Shape<5, 3>>);
 static_assert(PerRow::flops[0] == 5 * (2 * 7 * 3 + 3));
 
 // The course's MLP, dropout included.
-using MLP = Sequential<Flatten, Linear<784, 512>, ReLU, Dropout<20>, Linear<512, 10>>::bind<Shape<1, 28, 28>>;
+using MLP = course::MLP::bind<Shape<1, 28, 28>>;
 static_assert(MLP::total_params == 784 * 512 + 512 + 512 * 10 + 10);
 static_assert(std::is_same_v<MLP::output_shape, Shape<10>>);
 

@@ -15,15 +15,13 @@
 #include <oar/layers/flatten.hpp>     // Flatten
 #include <oar/layers/linear.hpp>      // Linear
 #include <oar/layers/pool2d.hpp>      // MaxPool2D
+#include <oar/models/course.hpp>      // course::CNN
 #include <oar/nn/network.hpp>         // Network, Sequential
 #include <oar/nn/summary.hpp>         // under test
 
 namespace {
 
-using CourseCNN = oar::Network<oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>,
-                                               oar::Conv2D<20, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>,
-                                               oar::Flatten, oar::Linear<980, 10>>,
-                               oar::Shape<1, 28, 28>>;
+using CourseCNN = oar::Network<oar::course::CNN, oar::course::Image>;
 
 /// 4782410 -> "4,782,410", written independently of oar's helper.
 std::string grouped(std::size_t v) {

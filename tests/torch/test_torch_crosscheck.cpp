@@ -29,7 +29,8 @@
 #include <torch/torch.h>  // torch::Tensor, torch::nn::functional, torch::optim
 #pragma GCC diagnostic pop
 
-#include <oar/oar.hpp>  // the CPU API under test
+#include <oar/models/course.hpp>  // course::CNN
+#include <oar/oar.hpp>            // the CPU API under test
 
 namespace {
 
@@ -390,10 +391,7 @@ TEST_CASE("Adam(1e-3, L2Decay(1e-5)) agrees with torch::optim::Adam(1e-3, weight
 }
 
 TEST_CASE("The course CNN: 3 Adam steps on one batch agree with the same model in libtorch") {
-    using Net = oar::Network<oar::Sequential<oar::Conv2D<1, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>,
-                                             oar::Conv2D<20, 20, 5, 1, 2>, oar::ReLU, oar::MaxPool2D<2, 2>,
-                                             oar::Flatten, oar::Linear<980, 10>>,
-                             oar::Shape<1, 28, 28>>;
+    using Net = oar::Network<oar::course::CNN, oar::course::Image>;
     constexpr std::int64_t n = 8;
     Net net(2024);  // oar's own (Paddle-default) initialisation
     auto& ps = net.parameters();

@@ -22,10 +22,10 @@
 #include <sys/wait.h>  // ::waitpid, WIFSIGNALED
 #include <unistd.h>    // ::fork, ::_exit
 
+#include <oar/models/course.hpp>      // oar::course::CNN, oar::course::Image
 #include <oar/oar.hpp>                // Network, layers, optimizers, DataLoader
 #include <oar/train/checkpoint.hpp>   // under test
 
-#include "../../examples/models.hpp"  // course::CNN, course::Image
 #include "support/errors.hpp"         // oar_test::message_of, contains
 #include "support/process.hpp"        // oar_test::run_command: the torch cross-check
 #include "support/temp_dir.hpp"       // oar_test::TempDir
@@ -40,7 +40,7 @@ using oar_test::TempDir;
 
 using SmallMLP = oar::Sequential<oar::Flatten, oar::Linear<12, 8>, oar::ReLU, oar::Linear<8, 3>>;
 using SmallNet = oar::Network<SmallMLP, oar::Shape<3, 4>>;
-using CnnNet = oar::Network<course::CNN, course::Image>;
+using CnnNet = oar::Network<oar::course::CNN, oar::course::Image>;
 
 template <class Net>
 std::vector<float> params_of(const Net& net) {
@@ -320,7 +320,7 @@ TEST_CASE("the course CNN trained in oar and saved in the torch layout gives the
     oar::Adam<> opt(net.parameters(), {.learning_rate = 0.001f, .weight_decay = oar::L2Decay(1e-5f)});
     for (int i = 0; i < 3; ++i) train_step(net, opt, 16, 10 + i);
     net.eval();
-    oar::Tensor x(8, course::Image::dims);
+    oar::Tensor x(8, oar::course::Image::dims);
     oar::CounterRng rng{77};
     for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = rng.uniform(1, i);
     const auto out = net.forward(x.view());
@@ -354,7 +354,7 @@ TEST_CASE("a torch-initialised and torch-trained course CNN loaded into oar give
     const auto want = io.values<float>("logits");
     REQUIRE(x.size() == 8 * 28 * 28);
     net.eval();
-    const auto out = net.forward(oar::TensorView(x.data(), 8, course::Image::dims));
+    const auto out = net.forward(oar::TensorView(x.data(), 8, oar::course::Image::dims));
     const double rel = relative_error({out.data(), out.size()}, want);
     MESSAGE("torch -> oar: rel=" << rel);
     CHECK(rel <= 1e-5);

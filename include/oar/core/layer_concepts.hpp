@@ -5,6 +5,7 @@
 #include <concepts>     // std::same_as, std::convertible_to
 #include <cstddef>      // std::size_t
 #include <string_view>  // std::string_view
+#include <type_traits>  // std::false_type: torch_transposed_weight
 
 #include "context.hpp"  // Context
 #include "shape.hpp"    // Dims
@@ -70,6 +71,12 @@ concept ParametricLayer = Layer<L> && requires(Dims in) {
     { L::num_params } -> std::convertible_to<std::size_t>;
     { L::params(in) } -> std::same_as<std::array<ParamSpec, L::num_params>>;
 };
+
+/// True for layer types whose "weight" PyTorch stores as the transpose of oar's 2-D layout (a
+/// layer says so next to its definition: Linear, oar/layers/linear.hpp); read by the checkpoint
+/// code for WeightLayout::torch.
+template <class L>
+struct torch_transposed_weight : std::false_type {};
 
 }  // namespace oar
 

@@ -7,9 +7,10 @@
 #include <array>        // std::array
 #include <cstddef>      // std::size_t
 #include <string_view>  // std::string_view
+#include <type_traits>  // std::true_type: torch_transposed_weight
 
 #include "../core/context.hpp"         // Context
-#include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
+#include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec, torch_transposed_weight
 #include "../kernels/cpu/bias.hpp"     // op::bias_add / bias_relu / bias_grad on cpu
 #include "../kernels/cpu/elementwise.hpp"  // op::relu_mask on cpu
 #include "../kernels/cpu/gemm.hpp"     // op::gemm on cpu
@@ -76,5 +77,9 @@ struct Linear {
         backward(ctx, in, x, y, static_cast<const T*>(dy), dx, n);
     }
 };
+
+/// PyTorch's nn.Linear stores the weight as [Out, In], the transpose of oar's [In, Out].
+template <std::size_t In, std::size_t Out>
+struct torch_transposed_weight<Linear<In, Out>> : std::true_type {};
 
 }  // namespace oar

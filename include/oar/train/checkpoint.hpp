@@ -6,7 +6,8 @@
 //       paddle: as in memory (Linear weight [in, out]); torch: Linear weights transposed to [out, in]
 //       so that `model.load_state_dict(safetensors.torch.load_file(f))` works on an nn.Sequential of
 //       the same architecture. Conv2D weights are [out, in, kh, kw] in both. A layer type whose
-//       weight PyTorch stores transposed specialises torch_transposed_weight<L> (Linear does).
+//       weight PyTorch stores transposed specialises torch_transposed_weight<L> (core/layer_concepts.hpp;
+//       Linear does, in layers/linear.hpp).
 //   save_weights(path, net, layout = paddle)     one file; metadata {"format": "pt", "oar.layout": ...}
 //   load_weights(path, net, unmarked = paddle)   the file's "oar.layout" wins; a file without it
 //                                                (e.g. written by torch) is read as `unmarked`
@@ -59,7 +60,8 @@
 #include "../io/atomic_file.hpp"    // AtomicFile
 #include "../kernels/dispatch.hpp"  // storage_of: where the optimizer state lives
 #include "../io/safetensors.hpp"    // read/write safetensors
-#include "../layers/linear.hpp"     // Linear: stored transposed in torch
+#include "../core/layer_concepts.hpp"  // torch_transposed_weight
+#include "../layers/linear.hpp"     // Linear: stored transposed in torch (its torch_transposed_weight)
 #include "../nn/sequential.hpp"     // Sequential<Ls...>
 #include "../optim/optimizer.hpp"   // Optimizer concept
 
@@ -68,12 +70,6 @@ namespace oar {
 enum class WeightLayout { paddle, torch };
 
 constexpr const char* layout_name(WeightLayout l) { return l == WeightLayout::torch ? "torch" : "paddle"; }
-
-/// True for layer types whose "weight" PyTorch stores as the transpose of oar's 2-D layout.
-template <class L>
-struct torch_transposed_weight : std::false_type {};
-template <std::size_t In, std::size_t Out>
-struct torch_transposed_weight<Linear<In, Out>> : std::true_type {};
 
 /// What a training loop needs besides weights and optimizer state to resume exactly.
 struct TrainingState {

@@ -1,30 +1,28 @@
 // oar::Model<Net, Loss>: paddle.Model (hapi) over a Network, typed. prepare(optimizer, loss,
-// metrics) once, then fit / evaluate / predict; callbacks are plain types with optional hooks
-// (on_train_begin, on_epoch_begin, on_train_batch_end, on_epoch_end, on_eval_end, on_train_end),
-// passed as a pack and called with the model and a Logs struct. The manual loop stays possible:
-// Model only drives the same forward, loss, backward, step, clear_grad the course writes by hand.
+// metrics) once, then fit / evaluate / predict; callbacks (train/callbacks/) are plain types with
+// optional hooks (on_train_begin, on_epoch_begin, on_train_batch_end, on_epoch_end, on_eval_end,
+// on_train_end), passed as a pack and called with the model and a Logs struct. The manual loop
+// stays possible: Model only drives the same forward, loss, backward, step, clear_grad the course
+// writes by hand.
 // The same Model drives a network on the GPU (Network<..., oar::cuda>, oar/cuda.cuh,
 // compiled by nvcc) with CrossEntropyLoss<oar::cuda>: its outputs stay in device memory for the
 // loss and backward and are copied to the host only for metrics and predict(); layer hooks and
 // checkpoints are refused there with a value_error. For a CPU network nothing of that is compiled.
 #pragma once
 
-#include <algorithm>    // std::clamp
+#include <algorithm>    // std::copy: predict's rows
 #include <chrono>       // std::chrono::steady_clock: step timings
-#include <cmath>        // std::lround
 #include <concepts>     // std::convertible_to
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::int64_t, std::uint64_t
 #include <functional>   // std::function: the type-erased optimizer and gradient sync
 #include <map>          // std::map: a checkpoint's extra state
-#include <memory>       // std::unique_ptr: a metric's holder
-#include <optional>     // std::optional: Logs::get
 #include <span>         // std::span: labels
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 #include <type_traits>  // std::remove_cvref_t
 #include <typeinfo>     // typeid: optimizer<O>() checks the type it was prepared with
-#include <utility>      // std::move, std::pair
+#include <utility>      // std::move, std::forward
 #include <vector>       // std::vector
 
 #include "../core/error.hpp"          // value_error
@@ -32,16 +30,16 @@
 #include "../data/dataloader.hpp"     // DataLoader, LoaderOptions
 #include "../data/dataset.hpp"        // Dataset
 #include "../loss/cross_entropy.hpp"  // CrossEntropyLoss: the default loss
-#include "../loss/mse.hpp"            // MSELoss: LabelMSELoss
-#include "../metric/accuracy.hpp"     // Accuracy: top_k_accuracy
+#include "../metric/metric.hpp"       // Metric: the prepared metrics
 #include "../nn/network.hpp"          // LayerEvent: layer hooks for guards and diagnostics
 #include "../optim/optimizer.hpp"     // Optimizer concept
+#include "callbacks/callback.hpp"     // Logs, NamedValue, Callback, detail::cb_*: what callbacks see
 #include "checkpoint.hpp"             // save_checkpoint, load_checkpoint, TrainingState
 
 namespace oar {
 
 // ---------------------------------------------------------------------------------------------
-// Losses and metrics over (output, labels)
+// Losses over (output, labels)
 
 namespace detail {
 /// A network whose forward returns a view of device memory (Network<..., oar::cuda>) offers a
@@ -54,113 +52,15 @@ concept device_loss = requires { requires L::device_outputs; };
 }  // namespace detail
 
 /// LabelLoss: forward(output, labels) returns the batch loss and keeps d(loss)/d(output) for
-/// backward(). CrossEntropyLoss is one; LabelMSELoss adapts MSELoss to integer labels.
+/// backward(). CrossEntropyLoss is one; LabelMSELoss (loss/label_mse.hpp) adapts MSELoss to integer labels.
 template <class L>
 concept LabelLoss = requires(L& l, TensorView out, std::span<const std::int64_t> labels) {
     { l.forward(out, labels) } -> std::convertible_to<float>;
     { l.backward() } -> std::convertible_to<TensorView>;
 };
 
-/// The course's regressors: MSE between a one-value prediction and the label as a number.
-class LabelMSELoss {
-public:
-    float forward(TensorView out, std::span<const std::int64_t> labels) {
-        if (out.size() != labels.size())
-            throw shape_error(detail::concat("LabelMSELoss: prediction ", out.shape_string(), " holds ", out.size(),
-                                             " values for ", labels.size(), " labels (one value per sample)"));
-        targets_.resize(labels.size(), make_dims(1));
-        for (std::size_t i = 0; i < labels.size(); ++i) targets_[i] = static_cast<float>(labels[i]);
-        return mse_(out, TensorView(targets_.data(), out.batch(), out.dims()));
-    }
-    TensorView backward() const { return mse_.backward(); }
-
-private:
-    MSELoss<> mse_;
-    Tensor targets_;
-};
-
-/// MetricType: update(output, labels) adds a batch (returns its value), accumulate() the value so
-/// far, reset() starts again (paddle.metric.Metric).
-template <class M>
-concept MetricType = requires(M& m, const M& cm, TensorView out, std::span<const std::int64_t> labels) {
-    m.update(out, labels);
-    { cm.accumulate() } -> std::convertible_to<double>;
-    m.reset();
-};
-
-/// A named metric of any MetricType, held by value (copies are independent).
-class Metric {
-public:
-    template <MetricType M>
-    Metric(std::string name, M m) : name_(std::move(name)), impl_(std::make_unique<holder<M>>(std::move(m))) {
-        if (name_.empty()) throw value_error("Metric: the name is empty");
-    }
-    Metric(const Metric& o) : name_(o.name_), impl_(o.impl_->clone()) {}
-    Metric(Metric&&) noexcept = default;
-    Metric& operator=(Metric o) noexcept {
-        name_ = std::move(o.name_);
-        impl_ = std::move(o.impl_);
-        return *this;
-    }
-    ~Metric() = default;
-
-    const std::string& name() const { return name_; }
-    void update(TensorView out, std::span<const std::int64_t> labels) { impl_->update(out, labels); }
-    double accumulate() const { return impl_->accumulate(); }
-    void reset() { impl_->reset(); }
-
-private:
-    struct base {
-        virtual ~base() = default;
-        virtual std::unique_ptr<base> clone() const = 0;
-        virtual void update(TensorView, std::span<const std::int64_t>) = 0;
-        virtual double accumulate() const = 0;
-        virtual void reset() = 0;
-    };
-    template <class M>
-    struct holder final : base {
-        explicit holder(M x) : m(std::move(x)) {}
-        std::unique_ptr<base> clone() const override { return std::make_unique<holder>(m); }
-        void update(TensorView o, std::span<const std::int64_t> l) override { m.update(o, l); }
-        double accumulate() const override { return static_cast<double>(m.accumulate()); }
-        void reset() override { m.reset(); }
-        M m;
-    };
-    std::string name_;
-    std::unique_ptr<base> impl_;
-};
-
-/// Top-k accuracy named as Paddle names it: "acc" for k = 1, "acc_top5" for k = 5.
-inline Metric top_k_accuracy(std::size_t k = 1) {
-    if (k == 0) throw value_error("top_k_accuracy: k must be at least 1");
-    return Metric(k == 1 ? std::string("acc") : "acc_top" + std::to_string(k), Accuracy(k));
-}
-
-/// The course's regressors' accuracy: a prediction counts when it rounds (clamped to [lo, hi])
-/// to the label.
-class RoundedAccuracy {
-public:
-    explicit RoundedAccuracy(long lo = 0, long hi = 9) : lo_(lo), hi_(hi) {}
-    float update(TensorView out, std::span<const std::int64_t> labels) {
-        if (out.size() != labels.size())
-            throw shape_error(detail::concat("RoundedAccuracy: prediction ", out.shape_string(), " for ",
-                                             labels.size(), " labels (one value per sample)"));
-        std::size_t c = 0;
-        for (std::size_t i = 0; i < labels.size(); ++i) c += std::clamp(std::lround(out[i]), lo_, hi_) == labels[i];
-        correct_ += c;
-        total_ += labels.size();
-        return labels.empty() ? 0.0f : static_cast<float>(c) / static_cast<float>(labels.size());
-    }
-    double accumulate() const { return total_ ? static_cast<double>(correct_) / static_cast<double>(total_) : 0.0; }
-    void reset() { correct_ = total_ = 0; }
-
-private:
-    long lo_, hi_;
-    std::size_t correct_ = 0, total_ = 0;
-};
-
 // ---------------------------------------------------------------------------------------------
-// What callbacks see
+// What fit takes and returns
 
 /// fit's settings, as paddle.Model.fit's arguments. epochs counts from 0 to epochs - 1 (a resumed
 /// model starts at its progress().epoch); eval_freq: validate after every eval_freq-th epoch and
@@ -177,67 +77,6 @@ struct FitOptions {
     std::uint64_t seed = 0;            ///< the shuffle's seed (the order is a function of (seed, epoch))
     std::size_t eval_batch_size = 0;   ///< 0: batch_size
 };
-
-/// A metric's name and value.
-using NamedValue = std::pair<std::string, double>;
-
-/// What a callback is told. In on_train_batch_end: step is the number of batches done in this
-/// epoch, loss the batch's loss, metrics the running values over the epoch so far. In
-/// on_epoch_end: the epoch's means and, when validation ran, eval_loss / eval_metrics.
-struct Logs {
-    std::string_view mode = "train";   ///< "train" or "eval"
-    std::size_t epoch = 0;             ///< from 0
-    std::size_t epochs = 0;            ///< fit's total
-    std::size_t step = 0;              ///< batches done in this epoch (or evaluation)
-    std::size_t steps = 0;             ///< batches per epoch (or evaluation)
-    std::uint64_t global_step = 0;     ///< training steps since the very start (a resumed run continues)
-    std::size_t samples = 0;           ///< samples seen in this epoch (or evaluation)
-    std::size_t batch_size = 0;        ///< samples in the last batch
-    double loss = 0.0;                 ///< the batch's loss; at an epoch's end the epoch's mean
-    std::vector<NamedValue> metrics;   ///< running values over this epoch
-    double lr = 0.0;                   ///< the optimizer's learning rate
-    double ms_per_step = 0.0;          ///< mean milliseconds per step so far (training steps only)
-    double step_seconds = 0.0;         ///< seconds spent in training steps this epoch
-    bool has_eval = false;             ///< on_epoch_end: validation ran this epoch
-    double eval_loss = 0.0;
-    std::vector<NamedValue> eval_metrics;
-    std::size_t eval_samples = 0;
-
-    /// A value by name: "loss", "lr", a metric ("acc"), or "eval_loss" / "eval_<metric>";
-    /// empty when there is no such value here.
-    std::optional<double> get(std::string_view name) const {
-        if (name == "loss") return loss;
-        if (name == "lr") return lr;
-        for (const auto& [k, v] : metrics)
-            if (k == name) return v;
-        if (name.rfind("eval_", 0) == 0 && has_eval) {
-            const std::string_view rest = name.substr(5);
-            if (rest == "loss") return eval_loss;
-            for (const auto& [k, v] : eval_metrics)
-                if (k == rest) return v;
-        }
-        return std::nullopt;
-    }
-    /// get(name), or a value_error listing what there is.
-    double at(std::string_view name) const {
-        if (auto v = get(name)) return *v;
-        std::string known = "loss, lr";
-        for (const auto& m : metrics) known += ", " + m.first;
-        if (has_eval) {
-            known += ", eval_loss";
-            for (const auto& m : eval_metrics) known += ", eval_" + m.first;
-        }
-        throw value_error(detail::concat("Logs: no value named '", name, "' at epoch ", epoch, " (there are: ",
-                                         known, ")"));
-    }
-};
-
-/// Whether a monitored value improves by going down (min) or up (max); auto: up for names with
-/// "acc" in them, else down (Paddle's mode='auto').
-enum class MonitorMode { auto_, min, max };
-inline bool monitor_maximizes(std::string_view monitor, MonitorMode mode) {
-    return mode == MonitorMode::max || (mode == MonitorMode::auto_ && monitor.find("acc") != std::string_view::npos);
-}
 
 /// evaluate()'s answer: the mean loss and each metric over the whole dataset.
 struct EvalResult {
@@ -265,60 +104,6 @@ struct Progress {
     std::uint64_t global_step = 0;
     friend bool operator==(const Progress&, const Progress&) = default;
 };
-
-// ---------------------------------------------------------------------------------------------
-// Callbacks
-
-namespace detail {
-// Each hook may take (model, logs) or (logs) or, for train begin/end, (model) or nothing.
-template <class C, class M>
-void cb_train_begin(C& c, M& m, const Logs& l) {
-    if constexpr (requires { c.on_train_begin(m, l); }) c.on_train_begin(m, l);
-    else if constexpr (requires { c.on_train_begin(l); }) c.on_train_begin(l);
-}
-template <class C, class M>
-void cb_train_end(C& c, M& m, const Logs& l) {
-    if constexpr (requires { c.on_train_end(m, l); }) c.on_train_end(m, l);
-    else if constexpr (requires { c.on_train_end(l); }) c.on_train_end(l);
-}
-template <class C, class M>
-void cb_epoch_begin(C& c, M& m, const Logs& l) {
-    if constexpr (requires { c.on_epoch_begin(m, l); }) c.on_epoch_begin(m, l);
-    else if constexpr (requires { c.on_epoch_begin(l); }) c.on_epoch_begin(l);
-}
-template <class C, class M>
-void cb_epoch_end(C& c, M& m, const Logs& l) {
-    if constexpr (requires { c.on_epoch_end(m, l); }) c.on_epoch_end(m, l);
-    else if constexpr (requires { c.on_epoch_end(l); }) c.on_epoch_end(l);
-}
-template <class C, class M>
-void cb_batch_end(C& c, M& m, const Logs& l) {
-    if constexpr (requires { c.on_train_batch_end(m, l); }) c.on_train_batch_end(m, l);
-    else if constexpr (requires { c.on_train_batch_end(l); }) c.on_train_batch_end(l);
-}
-template <class C, class M>
-void cb_eval_end(C& c, M& m, const Logs& l) {
-    if constexpr (requires { c.on_eval_end(m, l); }) c.on_eval_end(m, l);
-    else if constexpr (requires { c.on_eval_end(l); }) c.on_eval_end(l);
-}
-}  // namespace detail
-
-/// Callback<C, M>: a type with at least one of on_train_begin, on_epoch_begin, on_train_batch_end,
-/// on_epoch_end, on_eval_end, on_train_end, each taking (M& model, const Logs&) or (const Logs&)
-/// (paddle.callbacks.Callback). A hook that is absent costs nothing.
-template <class C, class M>
-concept Callback = requires(C& c, M& m, const Logs& l) { c.on_train_begin(m, l); } ||
-                   requires(C& c, const Logs& l) { c.on_train_begin(l); } ||
-                   requires(C& c, M& m, const Logs& l) { c.on_epoch_begin(m, l); } ||
-                   requires(C& c, const Logs& l) { c.on_epoch_begin(l); } ||
-                   requires(C& c, M& m, const Logs& l) { c.on_train_batch_end(m, l); } ||
-                   requires(C& c, const Logs& l) { c.on_train_batch_end(l); } ||
-                   requires(C& c, M& m, const Logs& l) { c.on_epoch_end(m, l); } ||
-                   requires(C& c, const Logs& l) { c.on_epoch_end(l); } ||
-                   requires(C& c, M& m, const Logs& l) { c.on_eval_end(m, l); } ||
-                   requires(C& c, const Logs& l) { c.on_eval_end(l); } ||
-                   requires(C& c, M& m, const Logs& l) { c.on_train_end(m, l); } ||
-                   requires(C& c, const Logs& l) { c.on_train_end(l); };
 
 // ---------------------------------------------------------------------------------------------
 // The model

@@ -11,9 +11,9 @@
 #include <cstdio>   // std::FILE, std::fprintf
 #include <memory>   // std::shared_ptr: the observer outlives a moved callback
 
-#include "../core/error.hpp"  // non_finite_error
-#include "../nn/hooks.hpp"    // NonFiniteGuard, LayerStats, check_finite_parameters
-#include "model.hpp"          // Logs
+#include "../../core/error.hpp"  // non_finite_error
+#include "../../nn/hooks.hpp"    // NonFiniteGuard, LayerStats, check_finite_parameters
+#include "callback.hpp"          // Logs
 
 namespace oar {
 

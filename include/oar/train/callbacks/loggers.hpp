@@ -12,11 +12,11 @@
 #include <utility>     // std::move
 #include <vector>      // std::vector
 
-#include "../core/error.hpp"     // value_error
-#include "../io/csv.hpp"         // io::CsvWriter
-#include "../io/svg_plot.hpp"    // io::write_training_curves
-#include "../io/tensorboard.hpp"  // io::TensorBoardWriter
-#include "model.hpp"             // Logs
+#include "../../core/error.hpp"      // value_error
+#include "../../io/csv.hpp"          // io::CsvWriter
+#include "../../io/svg_plot.hpp"     // io::write_training_curves
+#include "../../io/tensorboard.hpp"  // io::TensorBoardWriter
+#include "callback.hpp"              // Logs
 
 namespace oar {
 

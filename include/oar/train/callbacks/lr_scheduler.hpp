@@ -9,9 +9,9 @@
 #include <string>   // std::string
 #include <utility>  // std::move
 
-#include "../core/error.hpp"          // value_error
-#include "../optim/lr_scheduler.hpp"  // LRState, the schedules
-#include "model.hpp"                  // Logs
+#include "../../core/error.hpp"          // value_error
+#include "../../optim/lr_scheduler.hpp"  // LRState, the schedules
+#include "callback.hpp"                  // Logs
 
 namespace oar {
 

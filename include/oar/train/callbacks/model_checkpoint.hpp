@@ -11,8 +11,8 @@
 #include <utility>   // std::move
 #include <vector>    // std::vector: what was saved
 
-#include "../core/error.hpp"  // value_error
-#include "model.hpp"          // Logs, MonitorMode
+#include "../../core/error.hpp"  // value_error
+#include "callback.hpp"          // Logs, MonitorMode
 
 namespace oar {
 

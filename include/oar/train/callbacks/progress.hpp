@@ -12,8 +12,8 @@
 
 #include <unistd.h>  // isatty
 
-#include "../core/error.hpp"  // value_error
-#include "model.hpp"          // Logs
+#include "../../core/error.hpp"  // value_error
+#include "callback.hpp"          // Logs
 
 namespace oar {
 

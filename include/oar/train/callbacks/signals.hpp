@@ -10,8 +10,8 @@
 #include <signal.h>  // sigaction
 #include <unistd.h>  // write: the only output a signal handler may make
 
-#include "../core/error.hpp"  // io_error
-#include "model.hpp"          // Logs
+#include "../../core/error.hpp"  // io_error
+#include "callback.hpp"          // Logs
 
 namespace oar {
 

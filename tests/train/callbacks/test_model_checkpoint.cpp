@@ -3,14 +3,14 @@
 // LR schedule and dropout included; what is saved when; only the writer saves.
 #include <doctest/doctest.h>
 
-#include <oar/train/model_checkpoint.hpp>
+#include <oar/train/callbacks/model_checkpoint.hpp>
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include <oar/oar.hpp>                    // Adam
-#include <oar/train/lr_scheduler.hpp>     // LRScheduler: its state rides in the checkpoint
+#include <oar/train/callbacks/lr_scheduler.hpp>     // LRScheduler: its state rides in the checkpoint
 
 #include "support/temp_dir.hpp"   // oar_test::TempDir
 #include "support/toy_model.hpp"  // oar_test::toy_set, ToyNet (with dropout)

@@ -3,7 +3,7 @@
 // (train_mnist's test sends a real signal to a real training process and resumes from its checkpoint.)
 #include <doctest/doctest.h>
 
-#include <oar/train/signals.hpp>
+#include <oar/train/callbacks/signals.hpp>
 
 #include <csignal>
 #include <cstdlib>

@@ -2,7 +2,7 @@
 // hand-made logs (the decision alone), then inside a real fit.
 #include <doctest/doctest.h>
 
-#include <oar/train/early_stopping.hpp>
+#include <oar/train/callbacks/early_stopping.hpp>
 
 #include <optional>
 #include <vector>

@@ -3,7 +3,7 @@
 // steps' layer tables and changes nothing in what is trained.
 #include <doctest/doctest.h>
 
-#include <oar/train/diagnostics.hpp>
+#include <oar/train/callbacks/diagnostics.hpp>
 
 #include <cmath>
 #include <cstdio>

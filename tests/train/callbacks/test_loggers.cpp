@@ -3,7 +3,7 @@
 // XML parser, each value compared with the History fit returned.
 #include <doctest/doctest.h>
 
-#include <oar/train/loggers.hpp>
+#include <oar/train/callbacks/loggers.hpp>
 
 #include <cmath>
 #include <cstdlib>

@@ -2,7 +2,7 @@
 // in place per epoch when it is (an injected flag, and a real pseudo-terminal from openpty).
 #include <doctest/doctest.h>
 
-#include <oar/train/progress.hpp>
+#include <oar/train/callbacks/progress.hpp>
 
 #include <cstdio>
 #include <string>

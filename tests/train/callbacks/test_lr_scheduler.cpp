@@ -3,7 +3,7 @@
 // and the schedule's state is kept in the model's checkpoint_extra().
 #include <doctest/doctest.h>
 
-#include <oar/train/lr_scheduler.hpp>
+#include <oar/train/callbacks/lr_scheduler.hpp>
 
 #include <vector>
 
