@@ -5,35 +5,22 @@
 // stop on SIGINT/SIGTERM (checkpoint saved). Tests at the end and prints one result line.
 // Started by mpirun (or scripts/oar-launch) in a build with MPI, it trains data-parallel: the
 // global --batch-size is split across the ranks, gradients are averaged, and rank 0 alone prints.
-#include <algorithm>   // std::min
 #include <chrono>      // std::chrono::steady_clock
-#include <csignal>     // SIGINT, SIGTERM
 #include <cstdio>      // std::fprintf, std::fopen, std::fclose
 #include <cstdlib>     // std::getenv
 #include <filesystem>  // std::filesystem
-#include <memory>      // std::unique_ptr: optional callbacks
-#include <optional>    // std::optional
+#include <span>        // std::span: the ranks' GPU agreement
 #include <string>      // std::string
-#include <utility>     // std::move
-#include <vector>      // std::vector
+#include <utility>     // std::move, std::pair
 
-#include <unistd.h>  // isatty: a progress bar on a terminal, the course's lines elsewhere
+#include <oar/data/mnist_json.hpp>  // the course's mnist.json.gz (simdjson: a .cpp-only header)
+#include <oar/dist/env.hpp>         // init_parallel_env: alone, or under mpirun; device_id
+#include <oar/kernels/cuda/device.hpp>  // no_device_error (plain C++: names the backend, needs no toolkit)
+#include <oar/models/course.hpp>    // oar::course::CNN, ...
+#include <oar/oar.hpp>              // the library
 
-#include <oar/data/mnist_json.hpp>                 // the course's mnist.json.gz (simdjson: a .cpp-only header)
-#include <oar/dist/data_parallel.hpp>              // DataParallel: gradients averaged across ranks
-#include <oar/dist/env.hpp>                        // init_parallel_env: alone, or under mpirun
-#include <oar/loss/label_mse.hpp>                  // LabelMSELoss: the regressors' loss
-#include <oar/metric/rounded_accuracy.hpp>         // RoundedAccuracy: the regressors' accuracy
-#include <oar/models/course.hpp>                   // oar::course::CNN, ...
-#include <oar/oar.hpp>                             // the library
-#include <oar/train/callbacks/diagnostics.hpp>      // TerminateOnNonFinite
-#include <oar/train/callbacks/loggers.hpp>          // CSVLogger, TensorBoardLogger, CurvesLogger
-#include <oar/train/callbacks/model_checkpoint.hpp> // ModelCheckpoint
-#include <oar/train/callbacks/progress.hpp>         // ProgBarLogger
-#include <oar/train/callbacks/signals.hpp>          // StopOnSignal
-#include <oar/train/model.hpp>                     // Model, Logs
-
-#include "app/job_lines.hpp"      // say, CourseLog, EpochLine, Maybe, Schedules: the lines the CPU and GPU runs print
+#include "app/job_lines.hpp"      // say, out: the lines the CPU and GPU runs print
+#include "app/mnist_job.hpp"      // mnist_job::run_model: the training run, shared with the GPU run
 #include "app/train_options.hpp"  // TrainOptions, parse_train_options
 
 #if OAR_HAS_GPU_TRAIN
@@ -128,179 +115,7 @@ std::pair<std::string, std::string> locate_data(const Config& c) {
                         "install Debian's dataset-fashion-mnist");
 }
 
-/// Classifiers score 10 logits with cross-entropy; regressors predict the digit with MSE and count
-/// as correct when the rounded prediction equals the label.
-template <class Net>
-constexpr bool is_classifier = Net::output_shape::size == 10;
-
-/// The three splits as datasets: IDX bytes scaled on load to [-1, 1] (the course's normalisation),
-/// or the course's json.gz, already normalised in the file.
-template <oar::data::Dataset D>
-struct Splits {
-    D train, valid, test;
-};
-
-/// StopOnSignal's hooks when one is installed (not under MPI).
-struct StopHook {
-    std::optional<oar::StopOnSignal>* s;
-    template <class M>
-    void on_train_batch_end(M& m, const oar::Logs& l) {
-        if (*s) (*s)->on_train_batch_end(m, l);
-    }
-    template <class M>
-    void on_epoch_begin(M& m, const oar::Logs& l) {
-        if (*s) (*s)->on_epoch_begin(m, l);
-    }
-};
-
-/// --resume: "latest" in --checkpoint-dir, DIR/STEM, or DIR (its latest). Returns (dir, stem).
-std::pair<std::string, std::string> locate_checkpoint(const Config& c) {
-    namespace fs = std::filesystem;
-    if (c.resume == "latest") {
-        if (!oar::checkpoint_exists(c.checkpoint_dir, "latest"))
-            throw oar::io_error(oar::detail::concat("--resume latest: no checkpoint 'latest' in ", c.checkpoint_dir));
-        return {c.checkpoint_dir, "latest"};
-    }
-    const fs::path p(c.resume);
-    if (fs::is_directory(p) && oar::checkpoint_exists(p.string(), "latest")) return {p.string(), "latest"};
-    std::string stem = p.filename().string();
-    for (const std::string suffix : {".state.safetensors", ".safetensors"})
-        if (stem.size() > suffix.size() && stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0)
-            stem = stem.substr(0, stem.size() - suffix.size());
-    const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
-    if (!oar::checkpoint_exists(dir, stem))
-        throw oar::io_error(oar::detail::concat("--resume ", c.resume, ": no checkpoint there (expected ", dir, "/",
-                                                stem, ".safetensors and ", stem, ".state.safetensors, or a folder "
-                                                "with latest.*)"));
-    return {dir, stem};
-}
-
-template <class Net, class D>
-int train(const Config& c, const std::string& dataset, const Splits<D>& data, Net& net, auto& opt,
-          oar::dist::ParallelContext& par, clock_type::time_point start) {
-    using Loss = std::conditional_t<is_classifier<Net>, oar::CrossEntropyLoss<>, oar::LabelMSELoss>;
-    oar::Model<Net, Loss> model(net);
-    model.prepare(opt, Loss{},
-                  {is_classifier<Net> ? oar::top_k_accuracy() : oar::Metric("acc", oar::RoundedAccuracy(0, 9))});
-    // Checks that every rank built the same model and starts all from rank 0's weights.
-    oar::dist::DataParallel dp(net, par.comm());
-    if (par.distributed()) model.set_gradient_sync([&dp] { dp.sync_gradients(); });
-    const bool writer = dp.is_writer();
-
-    std::string resumed_from;  // "DIR/STEM" when resuming: said once the schedule has its rate
-    if (!c.resume.empty()) {
-        const auto [dir, stem] = locate_checkpoint(c);
-        const oar::TrainingState st = model.load_checkpoint(dir, stem);
-        if (st.network_seed != c.seed || st.rng_seed != c.seed)
-            throw oar::usage_error(oar::detail::concat("--seed ", c.seed, " differs from the checkpoint's seed ",
-                                                       st.network_seed, " (", dir, "/", stem, "): pass --seed ",
-                                                       st.network_seed, " to resume it"));
-        if (par.distributed()) dp.broadcast_parameters();
-        resumed_from = dir + "/" + stem;
-    }
-
-    // The course's reader: shuffled every epoch (a new order from (seed, epoch)), the remainder
-    // kept as a last, smaller batch. Data-parallel: this rank's share of each global batch.
-    const auto w = static_cast<std::size_t>(par.world_size());
-    oar::data::DataLoader<D> loader =
-        par.distributed()
-            ? oar::data::DataLoader<D>(data.train,
-                                       oar::data::DistributedBatchSampler(data.train.size(), c.batch_size / w, w,
-                                                                          static_cast<std::size_t>(par.rank()),
-                                                                          /*shuffle=*/true, /*drop_last=*/false, c.seed),
-                                       oar::data::WorkerOptions{.num_workers = c.workers})
-            : oar::data::DataLoader<D>(data.train, {.batch_size = c.batch_size, .shuffle = true, .drop_last = false,
-                                                    .num_workers = c.workers, .seed = c.seed});
-    const oar::FitOptions fit{.epochs = c.epochs, .batch_size = c.batch_size, .log_freq = std::max<std::size_t>(c.log_every, 1),
-                              .seed = c.seed, .eval_batch_size = 1000};
-
-    // Under mpirun a rank's stdout is often a pseudo-terminal of Open MPI's even when mpirun's own
-    // output goes to a pipe or a file: data-parallel runs print the course's lines.
-    const bool tty = writer && !par.distributed() && ::isatty(fileno(stdout)) != 0;
-    Maybe<oar::ProgBarLogger> bar;
-    if (tty) bar.c = std::make_unique<oar::ProgBarLogger>(oar::ProgBarOptions{.log_freq = fit.log_freq});
-    lines::CourseLog course{tty ? 0 : c.log_every};
-    lines::EpochLine epochs{static_cast<double>(w)};
-    // The loss and the weights after every update (cheap); a NaN names the step and the weight's layer.
-    oar::TerminateOnNonFinite guard({.layers = false});
-    // Under MPI a signal reaches the ranks at different steps, and a rank that stops alone would
-    // leave the others waiting in an allreduce: there the default action (the job ends) is kept.
-    std::optional<oar::StopOnSignal> stop;
-    if (!par.distributed()) stop.emplace();
-    StopHook stop_hook{&stop};
-
-    Maybe<oar::CSVLogger> csv;
-    Maybe<oar::TensorBoardLogger> tb;
-    Maybe<oar::CurvesLogger> curves;
-    if (writer && !c.log_dir.empty()) {
-        const std::filesystem::path dir(c.log_dir);
-        csv.c = std::make_unique<oar::CSVLogger>(dir / "train.csv");
-        tb.c = std::make_unique<oar::TensorBoardLogger>(dir, fit.log_freq);
-        curves.c = std::make_unique<oar::CurvesLogger>(dir / "curves.svg", "acc",
-                                                       "train_mnist: " + c.model + " on " + dataset);
-    }
-    Maybe<oar::ModelCheckpoint> ckpt;
-    if (!c.checkpoint_dir.empty())
-        ckpt.c = std::make_unique<oar::ModelCheckpoint>(oar::ModelCheckpointOptions{
-            .dir = c.checkpoint_dir, .save_freq = 1, .monitor = "eval_acc", .is_writer = writer});
-
-    lines::Schedules sched(c, loader.num_batches());
-    if (!resumed_from.empty()) {
-        sched.resume(model);  // the rate the next step trains at (fit does the same again: idempotent)
-        say("resumed from %s: epoch %zu, step %zu of it, %llu steps in all, lr %g\n", resumed_from.c_str(),
-            static_cast<std::size_t>(model.progress().epoch), static_cast<std::size_t>(model.progress().step_in_epoch),
-            static_cast<unsigned long long>(model.progress().global_step), static_cast<double>(model.learning_rate()));
-    }
-
-    const D* valid = writer ? &data.valid : nullptr;  // other ranks' models are the same and print nothing
-    // The schedules step before the checkpoint saves their state; the checkpoint comes last.
-    model.fit(loader, valid, fit, guard, bar, course, epochs, sched.step, sched.multi, sched.cosine, sched.plateau, csv, tb, curves,
-              stop_hook, ckpt);
-    flush_output();
-
-    if (model.interrupted() && stop && oar::StopOnSignal::received()) {
-        const auto& p = model.progress();
-        say("stopped by %s after training step %llu (epoch %llu, batch %llu); %s\n",
-            oar::StopOnSignal::name(oar::StopOnSignal::received()), static_cast<unsigned long long>(p.global_step),
-            static_cast<unsigned long long>(p.epoch), static_cast<unsigned long long>(p.step_in_epoch),
-            c.checkpoint_dir.empty() ? "no --checkpoint-dir, nothing saved"
-                                     : ("checkpoint saved: " + c.checkpoint_dir + "/latest (resume with --resume latest)").c_str());
-        flush_output();
-        return 0;
-    }
-    if (!writer) return 0;
-    const oar::EvalResult t = model.evaluate(data.test, 1000);
-    say("test: loss %.4f accuracy %.4f (%zu images)\n", t.loss, t.metrics[0].second, data.test.size());
-    say("result: dataset=%s model=%s epochs=%zu test_accuracy=%.4f train_images_per_sec=%.0f seconds=%.1f\n",
-        dataset.c_str(), c.model.c_str(), c.epochs, t.metrics[0].second,
-        epochs.images_per_sec(), seconds_since(start));
-    flush_output();
-    return 0;
-}
-
-template <class Seq, class D>
-int run_model(const Config& c, const std::string& dataset, const Splits<D>& data, oar::dist::ParallelContext& par,
-              clock_type::time_point start) {
-    using Net = oar::Network<Seq, oar::course::Image>;
-    Net net(c.seed, c.init == "torch" ? oar::init_scheme::torch : oar::init_scheme::paddle);
-    say("%s", oar::summary(net).c_str());
-    const oar::L2Decay l2(c.l2);
-    auto& p = net.parameters();
-    if (c.optimizer == "sgd") {
-        oar::SGD opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-        return train(c, dataset, data, net, opt, par, start);
-    }
-    if (c.optimizer == "momentum") {
-        oar::Momentum opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-        return train(c, dataset, data, net, opt, par, start);
-    }
-    if (c.optimizer == "adagrad") {
-        oar::Adagrad opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-        return train(c, dataset, data, net, opt, par, start);
-    }
-    oar::Adam opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-    return train(c, dataset, data, net, opt, par, start);
-}
+using mnist_job::Splits;
 
 template <class D>
 int run(const Config& c, const std::string& path, const std::string& dataset, const Splits<D>& data,
@@ -314,15 +129,16 @@ int run(const Config& c, const std::string& path, const std::string& dataset, co
     if (par.distributed())
         say("data parallel: %d ranks, %zu images per rank per step (rank %d of %d writes)\n", par.world_size(),
             c.batch_size / static_cast<std::size_t>(par.world_size()), par.rank(), par.world_size());
+    const mnist_job::Run job{.dataset = dataset, .env = par.env(), .start = start};
 #if OAR_HAS_GPU_TRAIN
-    if (c.device.kind == oar::DeviceOption::Kind::gpu)  // the same Model and callbacks, built by nvcc
-        return oar::gpu::train_mnist({.options = &c, .dataset = dataset, .log = out.log, .start = start}, data.train,
-                                     data.valid, data.test);
+    if (c.device.kind == oar::DeviceOption::Kind::gpu)  // the same training run on Network<..., oar::cuda>, built by nvcc
+        return oar::gpu::train_mnist({.options = &c, .run = job, .log = out.log}, data);
 #endif
-    if (c.model == "linear") return run_model<oar::course::LinearRegression>(c, dataset, data, par, start);
-    if (c.model == "sigmoid-mlp") return run_model<oar::course::SigmoidMLP>(c, dataset, data, par, start);
-    if (c.model == "mlp") return run_model<oar::course::MLP>(c, dataset, data, par, start);
-    return run_model<oar::course::CNN>(c, dataset, data, par, start);
+    auto& comm = par.comm();
+    if (c.model == "linear") return mnist_job::run_model<oar::course::LinearRegression, oar::cpu>(c, job, data, comm);
+    if (c.model == "sigmoid-mlp") return mnist_job::run_model<oar::course::SigmoidMLP, oar::cpu>(c, job, data, comm);
+    if (c.model == "mlp") return mnist_job::run_model<oar::course::MLP, oar::cpu>(c, job, data, comm);
+    return mnist_job::run_model<oar::course::CNN, oar::cpu>(c, job, data, comm);
 }
 
 /// This rank's log file in --log-dir (or $OAR_LOG_DIR), as paddle.distributed.launch's workerlog.N.
@@ -366,9 +182,33 @@ int main(int argc, char** argv) {
         c = std::move(*parsed);
         if (c.device.kind == oar::DeviceOption::Kind::gpu) {
 #if OAR_HAS_GPU_TRAIN
-            if (par.distributed())
-                throw oar::usage_error("--device gpu under mpirun: data-parallel training on GPUs is not supported yet");
-            (void)oar::gpu::use_gpu(c.device.index);  // no GPU: no_device_error (status 2) before the data is read
+            // Before the data is read: this rank's GPU (under a launcher the one of its local rank,
+            // oar::dist::device_id). Under MPI every rank learns whether any lacks its GPU, so that
+            // each says why and all stop with status 2 together (none is left waiting in NCCL's set-up).
+            if (par.distributed() && c.device.index != 0)
+                throw oar::usage_error(oar::detail::concat(
+                    "--device gpu:", c.device.index, " under a launcher: each rank takes the GPU of its local rank "
+                    "(oar-launch --gpus picks which); pass --device gpu"));
+            c.device.index = par.distributed() ? static_cast<std::size_t>(oar::dist::device_id(par.env())) : c.device.index;
+            std::string missing;
+            try {
+                (void)oar::gpu::use_gpu(c.device.index);
+            } catch (const oar::no_device_error& e) {
+                if (!par.distributed()) throw;
+                missing = e.what();
+            }
+            if (par.distributed()) {
+                double without = missing.empty() ? 0.0 : 1.0;
+                par.comm().allreduce_sum(std::span<double>(&without, 1));
+                if (without > 0.0) {
+                    if (!missing.empty())
+                        std::fprintf(stderr, "train_mnist: rank %d: %s\n", par.rank(), missing.c_str());
+                    else
+                        std::fprintf(stderr, "train_mnist: rank %d: stopping: %.0f rank(s) have no usable GPU\n",
+                                     par.rank(), without);
+                    return 2;
+                }
+            }
 #else
             throw oar::usage_error(oar::detail::concat("--device gpu:", c.device.index,
                                                        ": this train_mnist was built without CUDA (no nvcc, or "

@@ -317,7 +317,7 @@ TEST_CASE("a network on a device checkpoints through the common code and refuses
     reloaded.load_checkpoint(dir, "latest");
     CHECK(bitwise_equal(oar_test::weights_of(other), oar_test::weights_of(dev)));
     model.add_layer_hook([](const oar::LayerEvent&) {});
-    CHECK_THROWS_WITH_AS(model.fit(train, {.epochs = 1, .batch_size = 20}),
+    CHECK_THROWS_WITH_AS(model.fit(train, {.epochs = 2, .batch_size = 20}),
                          doctest::Contains("layer hook(s) (TerminateOnNonFinite with layers on, Diagnostics, "
                                            "add_layer_hook) but the network is on the GPU"),
                          oar::value_error);

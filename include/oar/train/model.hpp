@@ -175,6 +175,9 @@ public:
 
     /// Called after each backward, before the optimizer's step: e.g. DataParallel::sync_gradients.
     void set_gradient_sync(std::function<void()> sync) { sync_ = std::move(sync); }
+    /// Called instead of the network's backward(dy) in a training step without layer hooks: e.g.
+    /// DataParallel::backward, which overlaps the gradients' allreduce with backward itself.
+    void set_backward(std::function<void(typename Net::view_type)> backward) { backward_ = std::move(backward); }
 
     /// Layer hooks: called after each layer of every training forward / backward (either may be
     /// empty), for guards and diagnostics. Hooks added while fit runs are removed when it ends
@@ -249,13 +252,13 @@ public:
             auto out = net_->forward(images);
             const float l = static_cast<float>(loss_.forward(out, labels));
             update_metrics(metrics_, out, labels);
-            net_->backward(loss_.backward());
+            backward(loss_.backward());
             return finish_step(l);
         } else {
             auto out = hooks_.empty() ? net_->forward(images) : net_->forward(images, HookCaller{&hooks_});
             const float l = static_cast<float>(loss_.forward(out, labels));
             update_metrics(metrics_, out, labels);
-            if (hooks_.empty()) net_->backward(loss_.backward());
+            if (hooks_.empty()) backward(loss_.backward());
             else net_->backward(loss_.backward(), HookCaller{&hooks_});
             return finish_step(l);
         }
@@ -409,6 +412,12 @@ private:
         }
     };
 
+    /// The network's backward, or the one set_backward installed.
+    void backward(typename Net::view_type dy) {
+        if (backward_) backward_(dy);
+        else net_->backward(dy);
+    }
+
     /// The end of a training step: gradient sync, the optimizer's step, clear_grad.
     float finish_step(float l) {
         if (sync_) sync_();
@@ -479,6 +488,7 @@ private:
     std::function<float()> opt_lr_;
     std::function<void(float)> opt_set_lr_;
     std::function<void()> sync_;
+    std::function<void(typename Net::view_type)> backward_;
     std::vector<Hook> hooks_;
     std::function<void(const std::string&, const std::string&, const TrainingState&)> save_;
     std::function<TrainingState(const std::string&, const std::string&)> load_;
