@@ -1,7 +1,9 @@
 // train_mnist --device gpu[:N] where that GPU does not exist: the real program says "no CUDA
 // device ..." and exits with status 2 before reading any data. Runs with or without a GPU (never
 // skipped): gpu:4096 exists nowhere; plain `gpu` is checked on machines without a device (this
-// one), and trains on machines with one (cuda.gpu_train_mnist covers that).
+// one), and trains on machines with one (cuda.gpu_train_mnist covers that). On a machine without a
+// device, the data-parallel GPU run (mpirun -np 2, oar-launch --gpus 0,1) reaches the device check
+// on every rank: each rank names itself and the job exits 2.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <string>  // std::string
@@ -36,4 +38,29 @@ TEST_CASE("train_mnist --device gpu without that GPU prints 'no CUDA device' and
         CHECK_FALSE(contains(plain.output, "dataset:"));
         CHECK_FALSE(contains(plain.output, "result:"));
     }
+}
+
+TEST_CASE("mpirun -np 2 / oar-launch --gpus 0,1 train_mnist --device gpu without GPUs: every rank says so, status 2") {
+#ifndef OAR_MPIEXEC
+    MESSAGE("SKIPPED: this build found no MPI (mpirun), so the data-parallel GPU run cannot be launched");
+#else
+    if (oar::cuda_runtime::device_available()) {
+        MESSAGE("SKIPPED: this machine has a GPU; scripts/gpu_check.sh runs the data-parallel GPU job");
+        return;
+    }
+    oar_test::TempDir tmp;
+    oar_test::write_toy_mnist_set(tmp.path, "train", 40);
+    oar_test::write_toy_mnist_set(tmp.path, "t10k", 20);
+    const std::string args = std::string(TRAIN_MNIST) + " --data " + tmp.path.string() + " --epochs 1 --device gpu 2>&1";
+    for (const std::string& launcher : {std::string(OAR_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 2 ",
+                                        std::string(OAR_LAUNCH) + " --gpus 0,1 "}) {
+        const oar_test::Run r = oar_test::run_command(launcher + args);
+        INFO(launcher << "\n" << r.output);
+        CHECK(r.status == 2);
+        CHECK(contains(r.output, "train_mnist: rank 0: oar: no CUDA device"));
+        CHECK(contains(r.output, "train_mnist: rank 1: oar: no CUDA device"));
+        CHECK_FALSE(contains(r.output, "dataset:"));
+        CHECK_FALSE(contains(r.output, "not supported"));
+    }
+#endif
 }
