@@ -1,4 +1,4 @@
-// GPU runtime test of oar/cuda/network.cuh: Network<course CNN, Image, cuda> against
+// GPU runtime test of the CUDA backend (oar/cuda.cuh): Network<course CNN, Image, cuda> against
 // Network<..., cpu> from the same seed: forward logits, loss, every parameter gradient, and the
 // parameters after Adam steps (1e-4 relative: cuBLAS and the CPU GEMM sum in different orders);
 // an MLP with Dropout draws the CPU's masks. Skipped (exit 77) where there is no GPU.
@@ -17,6 +17,7 @@
 #include <utility>    // std::move
 #include <vector>   // std::vector
 
+#include "cuda/compare_training.hpp"  // compare_training: the GPU beside the CPU
 #include "cuda/gpu_device.hpp"  // max_rel_diff
 #include "support/random.hpp"   // random_vector
 
@@ -25,59 +26,20 @@ using CNN = oar::course::CNN;
 using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::Dropout<20>, oar::Linear<64, 10>>;
 using Image = oar::Shape<1, 28, 28>;
 
-template <class Seq, template <class> class Opt = oar::Adam>
-void compare_training(std::size_t batch, int steps) {
-    oar::Network<Seq, Image, oar::cpu> host(7);
-    oar::Network<Seq, Image, oar::cuda> dev(7);
-    const auto start = dev.parameters().host_values();
-    CHECK(oar_test::max_rel_diff(std::vector<float>(host.parameters().values().begin(), host.parameters().values().end()),
-                                 std::vector<float>(start.begin(), start.end())) == 0.0);
-    Opt<oar::cpu> opt_h(host.parameters());
-    Opt<oar::cuda> opt_d(dev.parameters());
-    oar::CrossEntropyLoss<oar::cpu> loss_h;
-    oar::CrossEntropyLoss<oar::cuda> loss_d;
-    for (int s = 0; s < steps; ++s) {
-        const auto x = oar_test::random_vector<float>(batch * 784, 100 + s);
-        std::vector<std::int64_t> y(batch);
-        for (std::size_t i = 0; i < batch; ++i) y[i] = static_cast<std::int64_t>((i * 3 + s) % 10);
-        const oar::TensorView xv(x.data(), batch, Image::dims);
-        const auto out_h = host.forward(xv);
-        const auto out_d = dev.forward(xv);
-        CHECK(oar_test::max_rel_diff(dev.to_host(out_d), std::vector<float>(out_h.data(), out_h.data() + out_h.size())) <= 1e-4);
-        const float lh = loss_h(out_h, y), ld = loss_d(out_d, y);
-        CHECK(std::abs(lh - ld) <= 1e-4f * std::max(1.0f, std::abs(lh)));
-        host.clear_grad();
-        dev.clear_grad();
-        host.backward(loss_h.backward());
-        dev.backward(loss_d.backward());
-        const auto hd = dev.parameters().host_grads();
-        for (const auto& e : host.parameters().entries()) {
-            INFO(e.key << " step " << s);
-            const auto gh = host.parameters().grad(e);
-            const auto gd = hd.subspan(e.offset, e.size);
-            CHECK(oar_test::max_rel_diff(std::vector<float>(gh.begin(), gh.end()), std::vector<float>(gd.begin(), gd.end())) <= 1e-4);
-        }
-        opt_h.step();
-        opt_d.step();
-    }
-    const auto hd = dev.parameters().host_values();
-    CHECK(oar_test::max_rel_diff(std::vector<float>(host.parameters().values().begin(), host.parameters().values().end()),
-                                 std::vector<float>(hd.begin(), hd.end())) <= 1e-4);
-}
 }  // namespace
 
 TEST_CASE("the course CNN trains on the GPU as on the CPU: logits, loss, gradients and Adam steps agree") {
-    compare_training<CNN>(16, 3);
+    oar_test::compare_training<oar::cuda, CNN, oar::Adam>(16, 3, 1e-4, 1e-4);
 }
 
 TEST_CASE("SGD, Momentum and Adagrad on the GPU step as on the CPU") {
-    compare_training<MLP, oar::SGD>(16, 2);
-    compare_training<MLP, oar::Momentum>(16, 2);
-    compare_training<MLP, oar::Adagrad>(16, 2);
+    oar_test::compare_training<oar::cuda, MLP, oar::SGD>(16, 2, 1e-4, 1e-4);
+    oar_test::compare_training<oar::cuda, MLP, oar::Momentum>(16, 2, 1e-4, 1e-4);
+    oar_test::compare_training<oar::cuda, MLP, oar::Adagrad>(16, 2, 1e-4, 1e-4);
 }
 
 TEST_CASE("an MLP with Dropout on the GPU draws the CPU's dropout masks") {
-    compare_training<MLP>(32, 3);
+    oar_test::compare_training<oar::cuda, MLP, oar::Adam>(32, 3, 1e-4, 1e-4);
 }
 
 TEST_CASE("BatchStager uploads pinned batches that the network then reads on the compute stream") {

@@ -19,6 +19,7 @@
 #include <span>       // std::span
 #include <vector>     // std::vector
 
+#include "cuda/compare_training.hpp"  // compare_training: the device beside the CPU
 #include "cuda/emulated_backend.hpp"  // emulated_cuda
 #include "support/random.hpp"         // random_vector
 #include "support/temp_dir.hpp"       // TempDir
@@ -31,69 +32,23 @@ using Image = oar::Shape<1, 28, 28>;
 using CNN = oar::course::CNN;
 using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::Dropout<20>, oar::Linear<64, 10>>;
 
-double max_rel_diff(std::span<const float> a, std::span<const float> b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0.0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) /
-                                    std::max({1.0, std::abs(static_cast<double>(a[i])), std::abs(static_cast<double>(b[i]))}));
-    return worst;
-}
-
-/// The CPU network and its emulated-CUDA twin trained side by side: logits, loss, every gradient
-/// and the parameters after each step agree (the CPU's direct convolution against the conv plan:
-/// the same sums in another order, so within float rounding, not bit for bit).
-template <class Seq, template <class> class Opt = oar::Adam>
-void compare_training(std::size_t batch, int steps) {
-    oar::set_conv_winograd(false);
-    oar::Network<Seq, Image, oar::cpu> host(7);
-    oar::Network<Seq, Image, emulated_cuda> dev(7);
-    CHECK(max_rel_diff(host.parameters().values(), dev.parameters().host_values()) == 0.0);
-    Opt<oar::cpu> opt_h(host.parameters());
-    Opt<emulated_cuda> opt_d(dev.parameters());
-    oar::CrossEntropyLoss<oar::cpu> loss_h;
-    oar::CrossEntropyLoss<emulated_cuda> loss_d;
-    for (int s = 0; s < steps; ++s) {
-        const auto x = oar_test::random_vector<float>(batch * 784, 100 + s);
-        std::vector<std::int64_t> y(batch);
-        for (std::size_t i = 0; i < batch; ++i) y[i] = static_cast<std::int64_t>((i * 3 + s) % 10);
-        const oar::TensorView xv(x.data(), batch, Image::dims);
-        const auto out_h = host.forward(xv);
-        const auto out_d = dev.forward(xv);
-        const auto out_d_host = dev.to_host(out_d);
-        CHECK(max_rel_diff(std::span<const float>(out_h.data(), out_h.size()), out_d_host) <= 1e-5);
-        const float lh = loss_h(out_h, y), ld = loss_d(out_d, y);
-        CHECK(std::abs(lh - ld) <= 1e-5f * std::max(1.0f, std::abs(lh)));
-        host.clear_grad();
-        dev.clear_grad();
-        host.backward(loss_h.backward());
-        dev.backward(loss_d.backward());
-        const auto gd = dev.parameters().host_grads();
-        for (const auto& e : host.parameters().entries()) {
-            INFO(e.key << " step " << s);
-            CHECK(max_rel_diff(host.parameters().grad(e), gd.subspan(e.offset, e.size)) <= 1e-4);
-        }
-        opt_h.step();
-        opt_d.step();
-        CHECK(max_rel_diff(host.parameters().values(), dev.parameters().host_values()) <= 1e-4);
-    }
-    oar::set_conv_winograd(true);
-}
+using oar_test::compare_training;
+double max_rel_diff(std::span<const float> a, std::span<const float> b) { return oar_test::max_rel_diff_of(a, b); }
 
 }  // namespace
 
 TEST_CASE("the course CNN and Adam, written once, train on the emulated CUDA backend as on the CPU") {
-    compare_training<CNN>(8, 2);
+    compare_training<emulated_cuda, CNN, oar::Adam>(8, 2, 1e-5, 1e-4);
 }
 
 TEST_CASE("SGD, Momentum and Adagrad, written once, step on the emulated CUDA backend as on the CPU") {
-    compare_training<MLP, oar::SGD>(16, 2);
-    compare_training<MLP, oar::Momentum>(16, 2);
-    compare_training<MLP, oar::Adagrad>(16, 2);
+    compare_training<emulated_cuda, MLP, oar::SGD>(16, 2, 1e-5, 1e-4);
+    compare_training<emulated_cuda, MLP, oar::Momentum>(16, 2, 1e-5, 1e-4);
+    compare_training<emulated_cuda, MLP, oar::Adagrad>(16, 2, 1e-5, 1e-4);
 }
 
 TEST_CASE("an MLP with Dropout on the emulated CUDA backend draws the CPU's masks") {
-    compare_training<MLP>(32, 3);
+    compare_training<emulated_cuda, MLP, oar::Adam>(32, 3, 1e-5, 1e-4);
 }
 
 TEST_CASE("a device network copies its input in, keeps its buffers off the host and hands back copies") {
