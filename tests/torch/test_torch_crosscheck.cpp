@@ -160,12 +160,14 @@ void check_conv2d(std::size_t n, std::uint64_t stream) {
     expect_close("bias grad", ps.grad(be), tb.grad());
 }
 
-/// A pooling layer on [N, C, H, W]: output and input grad against torch's max_pool2d / avg_pool2d.
-template <class Pool, std::size_t C, std::size_t H, std::size_t W, class TorchPool>
-void check_pool(std::size_t n, std::uint64_t stream, TorchPool&& torch_pool) {
-    Single<Pool, oar::Shape<C, H, W>> net;
+/// A parameter-free layer on [N, C, H, W] (pooling, activations): output and input grad against a
+/// torch function of the input; inputs uniform in [-range, range].
+template <class L, std::size_t C, std::size_t H, std::size_t W, class TorchFn>
+void check_unary(std::size_t n, std::uint64_t stream, TorchFn&& torch_fn, float range = 1.0f, L layer = L{}) {
+    Single<L, oar::Shape<C, H, W>> net;
+    net.template layer<0>() = layer;
     oar::Tensor x(n, oar::Shape<C, H, W>::dims);
-    fill_uniform(x.span(), stream + 0, -1.0f, 1.0f);
+    fill_uniform(x.span(), stream + 0, -range, range);
     const auto y = net.forward(x);
     oar::Tensor dy(n, y.dims());
     fill_uniform(dy.span(), stream + 1, -1.0f, 1.0f);
@@ -173,7 +175,7 @@ void check_pool(std::size_t n, std::uint64_t stream, TorchPool&& torch_pool) {
     net.backward(dy, dx);
 
     auto tx = to_torch(x.span(), torch_sizes(n, x.dims()), true);
-    auto ty = torch_pool(tx);
+    auto ty = torch_fn(tx);
     ty.backward(to_torch(dy.span(), torch_sizes(n, y.dims())));
     REQUIRE(ty.sizes().vec() == torch_sizes(n, y.dims()));
     expect_close("output", y.span(), ty);
@@ -201,16 +203,30 @@ TEST_CASE("Conv2D<3,4,3,2,0> with stride 2 and no padding agrees with libtorch")
 
 TEST_CASE("MaxPool2D<2,2> forward and backward agree with libtorch") {
     std::printf("MaxPool2D<2,2> on [8,20,28,28]\n");
-    check_pool<oar::MaxPool2D<2, 2>, 20, 28, 28>(8, 200, [](const torch::Tensor& x) {
+    check_unary<oar::MaxPool2D<2, 2>, 20, 28, 28>(8, 200, [](const torch::Tensor& x) {
         return F::max_pool2d(x, F::MaxPool2dFuncOptions(2).stride(2));
     });
 }
 
 TEST_CASE("AvgPool2D<2,2> forward and backward agree with libtorch") {
     std::printf("AvgPool2D<2,2> on [8,20,28,28]\n");
-    check_pool<oar::AvgPool2D<2, 2>, 20, 28, 28>(8, 210, [](const torch::Tensor& x) {
+    check_unary<oar::AvgPool2D<2, 2>, 20, 28, 28>(8, 210, [](const torch::Tensor& x) {
         return F::avg_pool2d(x, F::AvgPool2dFuncOptions(2).stride(2));
     });
+}
+
+TEST_CASE("GELU, Hardswish, LeakyReLU (also slope 0.2), ELU (also alpha 0.5) and Identity agree with libtorch") {
+    std::printf("activations on [4,3,8,8], inputs in [-5, 5]\n");
+    check_unary<oar::GELU, 3, 8, 8>(4, 220, [](const torch::Tensor& x) { return F::gelu(x); }, 5.0f);
+    check_unary<oar::Hardswish, 3, 8, 8>(4, 230, [](const torch::Tensor& x) { return torch::hardswish(x); }, 5.0f);
+    check_unary<oar::LeakyReLU, 3, 8, 8>(4, 240, [](const torch::Tensor& x) { return F::leaky_relu(x); }, 5.0f);
+    check_unary<oar::LeakyReLU, 3, 8, 8>(
+        4, 250, [](const torch::Tensor& x) { return F::leaky_relu(x, F::LeakyReLUFuncOptions().negative_slope(0.2)); },
+        5.0f, oar::LeakyReLU{0.2f});
+    check_unary<oar::ELU, 3, 8, 8>(4, 260, [](const torch::Tensor& x) { return F::elu(x); }, 5.0f);
+    check_unary<oar::ELU, 3, 8, 8>(
+        4, 270, [](const torch::Tensor& x) { return F::elu(x, F::ELUFuncOptions().alpha(0.5)); }, 5.0f, oar::ELU{0.5f});
+    check_unary<oar::Identity, 3, 8, 8>(4, 280, [](const torch::Tensor& x) { return x * 1.0; }, 5.0f);
 }
 
 TEST_CASE("Linear<980,10> forward and backward agree with libtorch (weight transposed)") {

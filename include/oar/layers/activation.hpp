@@ -1,5 +1,7 @@
-// Activation layers: ReLU, Sigmoid, Tanh (elementwise functors from kernels/cpu/elementwise.hpp)
-// and Softmax over the last dimension, as paddle.nn.Softmax(axis=-1).
+// Activation layers: ReLU, Sigmoid, Tanh, GELU, Hardswish, LeakyReLU, ELU (elementwise functors from
+// kernels/cpu/elementwise.hpp, run by every backend's map kernel; settings such as LeakyReLU's slope
+// are the layer's values, Paddle's defaults when default-constructed), Identity, and Softmax over
+// the last dimension, as paddle.nn.Softmax(axis=-1).
 #pragma once
 
 #include <cstddef>      // std::size_t
@@ -9,13 +11,17 @@
 #include "../core/layer_concepts.hpp"     // LayerCheck
 #include "../kernels/cpu/elementwise.hpp" // relu_fn, sigmoid_fn, tanh_fn, op::map on cpu
 #include "../kernels/cpu/softmax.hpp"     // op::softmax_* on cpu
+#include "../kernels/cpu/storage.hpp"     // storage<cpu>::copy: Identity
 
 namespace oar {
 
 namespace detail {
-/// Shape-preserving elementwise layer running functor F.
+/// Shape-preserving elementwise layer running functor F, whose settings (a slope, an alpha) are the
+/// layer's: `LeakyReLU{0.2f}`.
 template <class F>
 struct elementwise_layer {
+    F fn{};
+
     static constexpr LayerCheck check(Dims) { return {}; }
     static constexpr Dims output_dims(Dims in) { return in; }
     static constexpr std::size_t flops(Dims in) { return in.size(); }
@@ -23,11 +29,11 @@ struct elementwise_layer {
 
     template <Backend B, class T = typename B::value_type>
     void forward(Context<B>&, Dims in, const T* x, T* y, std::size_t n) const {
-        kernel<op::map, B>::run(F{}, x, y, n * in.size());
+        kernel<op::map, B>::run(fn, x, y, n * in.size());
     }
     template <Backend B, class T = typename B::value_type>
     void backward(Context<B>&, Dims in, const T* x, const T* y, const T* dy, T* dx, std::size_t n) const {
-        if (dx) kernel<op::map_backward, B>::run(F{}, x, y, dy, dx, n * in.size());
+        if (dx) kernel<op::map_backward, B>::run(fn, x, y, dy, dx, n * in.size());
     }
 };
 }  // namespace detail
@@ -43,6 +49,43 @@ struct Sigmoid : detail::elementwise_layer<sigmoid_fn> {
 };
 struct Tanh : detail::elementwise_layer<tanh_fn> {
     static constexpr std::string_view name = "Tanh";
+};
+struct GELU : detail::elementwise_layer<gelu_fn> {
+    static constexpr std::string_view name = "GELU";
+};
+struct Hardswish : detail::elementwise_layer<hardswish_fn> {
+    static constexpr std::string_view name = "Hardswish";
+};
+/// paddle.nn.LeakyReLU(negative_slope=0.01): `LeakyReLU{}` or `LeakyReLU{0.2f}`.
+struct LeakyReLU : detail::elementwise_layer<leaky_relu_fn> {
+    static constexpr std::string_view name = "LeakyReLU";
+    constexpr LeakyReLU() = default;
+    constexpr explicit LeakyReLU(float negative_slope) { fn.slope = negative_slope; }
+    constexpr float negative_slope() const { return fn.slope; }
+};
+/// paddle.nn.ELU(alpha=1.0): `ELU{}` or `ELU{0.5f}`.
+struct ELU : detail::elementwise_layer<elu_fn> {
+    static constexpr std::string_view name = "ELU";
+    constexpr ELU() = default;
+    constexpr explicit ELU(float alpha) { fn.alpha = alpha; }
+    constexpr float alpha() const { return fn.alpha; }
+};
+
+/// paddle.nn.Identity: y = x (a placeholder, e.g. a residual block's shortcut).
+struct Identity {
+    static constexpr std::string_view name = "Identity";
+    static constexpr LayerCheck check(Dims) { return {}; }
+    static constexpr Dims output_dims(Dims in) { return in; }
+    static constexpr std::size_t flops(Dims) { return 0; }
+    static constexpr std::size_t workspace(Dims) { return 0; }
+    template <Backend B, class T = typename B::value_type>
+    void forward(Context<B>&, Dims in, const T* x, T* y, std::size_t n) const {
+        storage<B>::copy(y, x, n * in.size());
+    }
+    template <Backend B, class T = typename B::value_type>
+    void backward(Context<B>&, Dims in, const T*, const T*, const T* dy, T* dx, std::size_t n) const {
+        if (dx) storage<B>::copy(dx, dy, n * in.size());
+    }
 };
 
 /// Softmax over the last dimension.

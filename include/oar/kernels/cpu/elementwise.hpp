@@ -7,7 +7,7 @@
 #pragma once
 
 #include <algorithm> // std::min
-#include <cmath>    // std::exp, std::tanh
+#include <cmath>    // std::exp, std::tanh, std::erf
 #include <concepts> // std::same_as
 #include <cstddef>  // std::size_t
 
@@ -53,6 +53,78 @@ struct tanh_fn {
     B simd_apply(B x) const { return xsimd::tanh(x); }
     template <class B>
     B simd_backward(B, B y, B dy) const { return dy * (B(1) - y * y); }
+};
+
+/// x > 0 ? x : slope x (paddle.nn.LeakyReLU, negative_slope 0.01 by default).
+struct leaky_relu_fn {
+    float slope = 0.01f;
+    template <class T>
+    OAR_HOST_DEVICE T operator()(T x) const { return x > T(0) ? x : T(slope) * x; }
+    template <class T>
+    OAR_HOST_DEVICE T backward(T x, T, T dy) const { return x > T(0) ? dy : T(slope) * dy; }
+    template <class B>
+    B simd_apply(B x) const { return xsimd::select(x > B(0), x, B(typename B::value_type(slope)) * x); }
+    template <class B>
+    B simd_backward(B x, B, B dy) const { return xsimd::select(x > B(0), dy, B(typename B::value_type(slope)) * dy); }
+};
+
+/// x > 0 ? x : alpha (exp(x) - 1) (paddle.nn.ELU, alpha 1 by default); the gradient below 0 is
+/// y + alpha, as PyTorch computes it.
+struct elu_fn {
+    float alpha = 1.0f;
+    template <class T>
+    OAR_HOST_DEVICE T operator()(T x) const { return x > T(0) ? x : T(alpha) * (std::exp(x) - T(1)); }
+    template <class T>
+    OAR_HOST_DEVICE T backward(T x, T y, T dy) const { return x > T(0) ? dy : dy * (y + T(alpha)); }
+    template <class B>
+    B simd_apply(B x) const {
+        return xsimd::select(x > B(0), x, B(typename B::value_type(alpha)) * (xsimd::exp(x) - B(1)));
+    }
+    template <class B>
+    B simd_backward(B x, B y, B dy) const {
+        return xsimd::select(x > B(0), dy, dy * (y + B(typename B::value_type(alpha))));
+    }
+};
+
+/// The exact GELU, x Phi(x) = x (1 + erf(x / sqrt 2)) / 2 (paddle.nn.GELU(approximate=False),
+/// torch.nn.GELU()); d/dx = Phi(x) + x phi(x).
+struct gelu_fn {
+    template <class T>
+    OAR_HOST_DEVICE T operator()(T x) const { return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))); }
+    template <class T>
+    OAR_HOST_DEVICE T backward(T x, T, T dy) const {
+        const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+        const T pdf = T(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
+        return dy * (cdf + x * pdf);
+    }
+    template <class B>
+    B simd_apply(B x) const { return B(0.5) * x * (B(1) + xsimd::erf(x * B(0.70710678118654752440))); }
+    template <class B>
+    B simd_backward(B x, B, B dy) const {
+        const B cdf = B(0.5) * (B(1) + xsimd::erf(x * B(0.70710678118654752440)));
+        const B pdf = B(0.39894228040143267794) * xsimd::exp(B(-0.5) * x * x);
+        return dy * (cdf + x * pdf);
+    }
+};
+
+/// x min(max(x + 3, 0), 6) / 6 (paddle.nn.Hardswish); the gradient is PyTorch's: 0 below -3,
+/// x / 3 + 1/2 on [-3, 3], 1 above.
+struct hardswish_fn {
+    template <class T>
+    OAR_HOST_DEVICE T operator()(T x) const {
+        const T r = x + T(3) < T(0) ? T(0) : (x + T(3) > T(6) ? T(6) : x + T(3));
+        return x * r / T(6);
+    }
+    template <class T>
+    OAR_HOST_DEVICE T backward(T x, T, T dy) const {
+        return x < T(-3) ? T(0) : (x <= T(3) ? dy * (x / T(3) + T(0.5)) : dy);
+    }
+    template <class B>
+    B simd_apply(B x) const { return x * xsimd::min(xsimd::max(x + B(3), B(0)), B(6)) / B(6); }
+    template <class B>
+    B simd_backward(B x, B, B dy) const {
+        return xsimd::select(x < B(-3), B(0), xsimd::select(x <= B(3), dy * (x / B(3) + B(0.5)), dy));
+    }
 };
 
 template <class F, class T>
