@@ -7,7 +7,7 @@
 # logs already in --logs DIR (a sweep run before) and prints the same.
 # Each run uses one thread (OAR_NUM_THREADS=1), pinned to its own core when --jobs > 1 (taskset),
 # so N runs go side by side on N cores. Logs: DIR/seed<S>.log (default: a temporary folder).
-# Example (README, Results):
+# Example (docs/RESULTS.md):
 #   scripts/seed_sweep.sh --seeds "0 1 2 3 4 5 6 7 8 9" --jobs 2 -- --data ../shared/data/mnist
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
