@@ -266,6 +266,29 @@ TEST_CASE("max and average pooling bodies equal the CPU pooling kernels, forward
     }
 }
 
+TEST_CASE("adaptive average pooling bodies equal the CPU kernels bit for bit (the same row body), forward and backward") {
+    for (const oar::AdaptiveGeometry g : {oar::AdaptiveGeometry{3, 7, 9, 1, 1}, oar::AdaptiveGeometry{2, 7, 9, 2, 3},
+                                          oar::AdaptiveGeometry{2, 5, 5, 4, 4}, oar::AdaptiveGeometry{1, 3, 2, 5, 4}}) {
+        INFO(g.height << "x" << g.width << " -> " << g.out_height << "x" << g.out_width);
+        const std::size_t n = 2, in_size = n * g.channels * g.height * g.width;
+        const std::size_t out_size = n * g.channels * g.out_height * g.out_width;
+        const auto x = random_vector<float>(in_size, 91);
+        const auto dy = random_vector<float>(out_size, 92);
+        std::vector<float> y_cpu(out_size), dx_cpu(in_size);
+        kernel<oar::op::adaptive_avg_pool_forward, cpu>::run(g, n, x.data(), y_cpu.data());
+        kernel<oar::op::adaptive_avg_pool_backward, cpu>::run(g, n, dy.data(), dx_cpu.data());
+        for (auto [grid, block] : launches(in_size)) {
+            std::vector<float> y(out_size, -7.0f), dx(in_size, -7.0f);
+            emulate_launch(grid, block,
+                           [&](const ck::Thread& t) { ck::adaptive_avg_pool_forward_body(t, g, n, x.data(), y.data()); });
+            emulate_launch(grid, block,
+                           [&](const ck::Thread& t) { ck::adaptive_avg_pool_backward_body(t, g, n, dy.data(), dx.data()); });
+            CHECK(y == y_cpu);
+            CHECK(dx == dx_cpu);
+        }
+    }
+}
+
 TEST_CASE("softmax forward/backward and the fused softmax-cross-entropy bodies equal the CPU kernels") {
     const std::size_t rows = 37, cols = 10;
     const auto z = random_vector<float>(rows * cols, 91, 8.0);

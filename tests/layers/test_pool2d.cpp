@@ -98,3 +98,38 @@ TEST_CASE("AvgPool2D gradients match finite differences") {
     SUBCASE("AvgPool2D<3,2> on (1,7,8), overlapping") { check_gradients<oar::AvgPool2D<3, 2>, oar::Shape<1, 7, 8>>(); }
     SUBCASE("AvgPool2D<2,3> on (2,8,5), gaps") { check_gradients<oar::AvgPool2D<2, 3>, oar::Shape<2, 8, 5>>(); }
 }
+
+// ---- AdaptiveAvgPool2D
+static_assert(oar::Layer<oar::AdaptiveAvgPool2D<1, 1>> && !oar::ParametricLayer<oar::AdaptiveAvgPool2D<2, 3>>);
+static_assert(oar::AdaptiveAvgPool2D<1, 1>::output_dims(oar::make_dims(64, 8, 8)) == oar::make_dims(64, 1, 1));
+static_assert(oar::AdaptiveAvgPool2D<2, 3>::output_dims(oar::make_dims(4, 7, 9)) == oar::make_dims(4, 2, 3));
+static_assert(oar::AdaptiveAvgPool2D<3>::output_dims(oar::make_dims(1, 5, 5)) == oar::make_dims(1, 3, 3));
+
+TEST_CASE("AdaptiveAvgPool2D averages Paddle's windows: floor(i H / OH) to ceil((i + 1) H / OH)") {
+    CHECK(oar::AdaptiveAvgPool2D<1>::check(oar::make_dims(10)).kind == oar::check_kind::rank);
+    // (1, 5, 5) -> (2, 2): rows [0, 3) and [2, 5), the same for columns.
+    oar::Network<oar::Sequential<oar::AdaptiveAvgPool2D<2, 2>>, oar::Shape<1, 5, 5>> net;
+    oar::Tensor x(1, oar::make_dims(1, 5, 5));
+    for (std::size_t i = 0; i < 25; ++i) x[i] = static_cast<float>(i);
+    const auto y = net.forward(x.view());
+    auto mean = [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
+        double s = 0;
+        for (std::size_t r = r0; r < r1; ++r)
+            for (std::size_t c = c0; c < c1; ++c) s += x[r * 5 + c];
+        return s / static_cast<double>((r1 - r0) * (c1 - c0));
+    };
+    CHECK(y[0] == doctest::Approx(mean(0, 3, 0, 3)).epsilon(1e-6));
+    CHECK(y[1] == doctest::Approx(mean(0, 3, 2, 5)).epsilon(1e-6));
+    CHECK(y[2] == doctest::Approx(mean(2, 5, 0, 3)).epsilon(1e-6));
+    CHECK(y[3] == doctest::Approx(mean(2, 5, 2, 5)).epsilon(1e-6));
+    // <1, 1>: global average pooling, one mean per channel.
+    oar::Network<oar::Sequential<oar::AdaptiveAvgPool2D<1, 1>>, oar::Shape<1, 5, 5>> gap;
+    CHECK(gap.forward(x.view())[0] == doctest::Approx(12.0).epsilon(1e-6));
+}
+
+TEST_CASE("AdaptiveAvgPool2D gradients match finite differences") {
+    SUBCASE("<1,1> on (3,4,5)") { check_gradients<oar::AdaptiveAvgPool2D<1, 1>, oar::Shape<3, 4, 5>>(); }
+    SUBCASE("<2,3> on (2,7,9), uneven windows") { check_gradients<oar::AdaptiveAvgPool2D<2, 3>, oar::Shape<2, 7, 9>>(); }
+    SUBCASE("<4> on (1,5,5), overlapping windows") { check_gradients<oar::AdaptiveAvgPool2D<4>, oar::Shape<1, 5, 5>>(); }
+}
+

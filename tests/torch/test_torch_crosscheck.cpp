@@ -215,6 +215,16 @@ TEST_CASE("AvgPool2D<2,2> forward and backward agree with libtorch") {
     });
 }
 
+TEST_CASE("AdaptiveAvgPool2D (<1,1> global, <2,3> uneven, <4,4> overlapping) agrees with libtorch") {
+    std::printf("AdaptiveAvgPool2D on [4,3,7,9] and [4,2,5,5]\n");
+    check_unary<oar::AdaptiveAvgPool2D<1, 1>, 3, 7, 9>(
+        4, 290, [](const torch::Tensor& x) { return F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions({1, 1})); });
+    check_unary<oar::AdaptiveAvgPool2D<2, 3>, 3, 7, 9>(
+        4, 300, [](const torch::Tensor& x) { return F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions({2, 3})); });
+    check_unary<oar::AdaptiveAvgPool2D<4, 4>, 2, 5, 5>(
+        4, 310, [](const torch::Tensor& x) { return F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions({4, 4})); });
+}
+
 TEST_CASE("GELU, Hardswish, LeakyReLU (also slope 0.2), ELU (also alpha 0.5) and Identity agree with libtorch") {
     std::printf("activations on [4,3,8,8], inputs in [-5, 5]\n");
     check_unary<oar::GELU, 3, 8, 8>(4, 220, [](const torch::Tensor& x) { return F::gelu(x); }, 5.0f);

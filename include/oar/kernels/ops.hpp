@@ -25,6 +25,8 @@ struct max_pool_forward {};
 struct max_pool_backward {};
 struct avg_pool_forward {};
 struct avg_pool_backward {};
+struct adaptive_avg_pool_forward {};   // y (n, C, OH, OW) = the means of the adaptive windows
+struct adaptive_avg_pool_backward {};  // dx (n, C, H, W) = sum over the windows holding it of dy / area
 
 // elementwise
 struct map {};           // y[i] = f(x[i])

@@ -68,4 +68,43 @@ OAR_HOST_DEVICE std::size_t window_argmax(const ConvGeometry& g, const T* plane,
     return best;
 }
 
+/// The input range [lo, hi) that output i of `out` averages along an axis of size `in` (adaptive
+/// pooling): lo = floor(i in / out), hi = ceil((i + 1) in / out).
+OAR_HOST_DEVICE inline void adaptive_window(std::size_t i, std::size_t in, std::size_t out, std::size_t& lo,
+                                            std::size_t& hi) {
+    lo = i * in / out;
+    hi = ((i + 1) * in + out - 1) / out;
+}
+
+/// The mean of window (oy, ox) of one (H, W) plane under adaptive pooling to (OH, OW).
+template <class T>
+OAR_HOST_DEVICE T adaptive_window_mean(const AdaptiveGeometry& g, const T* plane, std::size_t oy, std::size_t ox) {
+    std::size_t y0, y1, x0, x1;
+    adaptive_window(oy, g.height, g.out_height, y0, y1);
+    adaptive_window(ox, g.width, g.out_width, x0, x1);
+    T s = T(0);
+    for (std::size_t y = y0; y < y1; ++y)
+        for (std::size_t x = x0; x < x1; ++x) s += plane[y * g.width + x];
+    return s / static_cast<T>((y1 - y0) * (x1 - x0));
+}
+
+/// dx of input pixel (y, x) of one plane: the sum of dy / area over the adaptive windows that
+/// contain it (a gather, so every backend sums in the same order).
+template <class T>
+OAR_HOST_DEVICE T adaptive_pixel_grad(const AdaptiveGeometry& g, const T* dy_plane, std::size_t y, std::size_t x) {
+    T s = T(0);
+    for (std::size_t oy = 0; oy < g.out_height; ++oy) {
+        std::size_t y0, y1;
+        adaptive_window(oy, g.height, g.out_height, y0, y1);
+        if (y < y0 || y >= y1) continue;
+        for (std::size_t ox = 0; ox < g.out_width; ++ox) {
+            std::size_t x0, x1;
+            adaptive_window(ox, g.width, g.out_width, x0, x1);
+            if (x < x0 || x >= x1) continue;
+            s += dy_plane[oy * g.out_width + ox] / static_cast<T>((y1 - y0) * (x1 - x0));
+        }
+    }
+    return s;
+}
+
 }  // namespace oar::rows

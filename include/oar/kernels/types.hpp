@@ -20,4 +20,11 @@ struct ConvGeometry {
     OAR_HOST_DEVICE constexpr std::size_t col_cols() const { return out_height() * out_width(); }
 };
 
+/// Geometry of adaptive pooling over one (C,H,W) sample to (C, out_height, out_width): output i
+/// along an axis of input size `in` averages [floor(i in / out), ceil((i + 1) in / out)), PyTorch's
+/// and Paddle's windows (rows.hpp: adaptive_window).
+struct AdaptiveGeometry {
+    std::size_t channels, height, width, out_height, out_width;
+};
+
 }  // namespace oar

@@ -93,6 +93,14 @@ __global__ void avg_pool_backward_kernel(ConvGeometry g, std::size_t n, const T*
     avg_pool_backward_body(this_thread(), g, n, dy, dx);
 }
 template <class T>
+__global__ void adaptive_avg_pool_forward_kernel(AdaptiveGeometry g, std::size_t n, const T* x, T* y) {
+    adaptive_avg_pool_forward_body(this_thread(), g, n, x, y);
+}
+template <class T>
+__global__ void adaptive_avg_pool_backward_kernel(AdaptiveGeometry g, std::size_t n, const T* dy, T* dx) {
+    adaptive_avg_pool_backward_body(this_thread(), g, n, dy, dx);
+}
+template <class T>
 __global__ void softmax_forward_kernel(const T* x, T* y, std::size_t rows, std::size_t cols) {
     softmax_forward_body(this_thread(), x, y, rows, cols);
 }
@@ -221,6 +229,20 @@ template <int D>
 struct kernel<op::avg_pool_backward, basic_cuda<D>> {
     static void run(const ConvGeometry& g, std::size_t n, const float* dy, float* dx) {
         cuda_kernels::launch_1d(n * g.channels * g.height * g.width, &cuda_kernels::avg_pool_backward_kernel<float>, g, n, dy, dx);
+    }
+};
+template <int D>
+struct kernel<op::adaptive_avg_pool_forward, basic_cuda<D>> {
+    static void run(const AdaptiveGeometry& g, std::size_t n, const float* x, float* y) {
+        cuda_kernels::launch_1d(n * g.channels * g.out_height * g.out_width,
+                                &cuda_kernels::adaptive_avg_pool_forward_kernel<float>, g, n, x, y);
+    }
+};
+template <int D>
+struct kernel<op::adaptive_avg_pool_backward, basic_cuda<D>> {
+    static void run(const AdaptiveGeometry& g, std::size_t n, const float* dy, float* dx) {
+        cuda_kernels::launch_1d(n * g.channels * g.height * g.width,
+                                &cuda_kernels::adaptive_avg_pool_backward_kernel<float>, g, n, dy, dx);
     }
 };
 template <int D>
