@@ -48,8 +48,14 @@ void fix_checksums(std::vector<std::uint8_t>& t) {
     }
 }
 
+/// A loaded set: [3, 32, 32] images, one label per image (the count agrees with the pixels), and
+/// every label a class, 0..9.
 void check(const oar::data::ByteImageDataset& d) {
     oar_fuzz::require(d.dims().size() == oar::data::cifar10_image_bytes);
+    oar_fuzz::require(d.labels().size() == d.size());
+    oar_fuzz::require(d.pixels().size() == d.size() * oar::data::cifar10_image_bytes);
+    for (const std::int64_t label : d.labels())
+        oar_fuzz::require(label >= 0 && label < static_cast<std::int64_t>(oar::data::cifar10_classes));
 }
 
 }  // namespace
@@ -66,6 +72,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             oar_fuzz::write_input(path, data, size, false);
             const oar::data::ByteImageDataset d = oar::data::read_cifar10_batch(path);
             check(d);
+            // A raw (not gzip) batch is whole records: the count is the payload's size / 3073.
+            if (size < 2 || data[0] != 0x1f || data[1] != 0x8b)
+                oar_fuzz::require(d.size() * oar::data::cifar10_record_bytes == size);
             return 0;
         }
         const std::string path = dir.file("cifar-10-binary.tar.gz");

@@ -11,6 +11,7 @@
 #include <vector>      // std::vector
 
 #include "support/process.hpp"    // oar_test::run_command: mpirun as a real process
+#include "support/skip.hpp"       // oar_test::skip: train_mnist not built
 #include "support/temp_dir.hpp"   // oar_test::TempDir
 #include "support/toy_mnist.hpp"  // oar_test::write_toy_mnist_set: learnable IDX files
 
@@ -100,7 +101,10 @@ TEST_CASE("dist [mismatch]: ranks whose models differ are refused at start-up, n
 }
 
 TEST_CASE("dist [train_mnist]: train_mnist under mpirun -np 2 trains data-parallel, rank 0 alone printing") {
-    if (std::string(TRAIN_MNIST).empty()) return;
+    if (std::string(TRAIN_MNIST).empty()) {
+        oar_test::skip("the examples are not built (OAR_BUILD_EXAMPLES=OFF), so there is no train_mnist to run");
+        return;
+    }
     oar_test::TempDir tmp;
     write_mnist(tmp.path);
     const std::string args = " --data " + tmp.path.string() + " --model mlp --epochs 1 --batch-size 50 --log-every 5";
@@ -121,7 +125,10 @@ TEST_CASE("dist [train_mnist]: train_mnist under mpirun -np 2 trains data-parall
 }
 
 TEST_CASE("dist [launcher]: oar-launch --nproc_per_node 2 --log_dir runs train_mnist and keeps a log per rank") {
-    if (std::string(TRAIN_MNIST).empty()) return;
+    if (std::string(TRAIN_MNIST).empty()) {
+        oar_test::skip("the examples are not built (OAR_BUILD_EXAMPLES=OFF), so there is no train_mnist to run");
+        return;
+    }
     oar_test::TempDir tmp;
     write_mnist(tmp.path);
     const fs::path logs = tmp.path / "logs";

@@ -11,6 +11,7 @@
 #include <oar/dist/spawn.hpp>  // spawn
 
 #include "support/process.hpp"  // oar_test::run_command
+#include "support/skip.hpp"     // oar_test::skip
 
 namespace {
 std::size_t count(const std::string& text, const std::string& what) {
@@ -87,5 +88,9 @@ TEST_CASE("dist spawn names a launcher it cannot start") {
     const oar_test::Run r = run("nompirun");
     CHECK(r.status == 11);
     CHECK(count(r.output, "parent: oar: spawn: cannot run 'no-such-mpirun': No such file or directory") == 1);
+}
+#else
+TEST_CASE("dist spawn with a real mpirun job (skipped: this build found no MPI)") {
+    oar_test::skip("dist.test_spawn's mpirun half: this build found no MPI, so tests/dist/spawn_main.cpp is not built");
 }
 #endif
