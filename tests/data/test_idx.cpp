@@ -186,7 +186,9 @@ TEST_CASE("a header claiming 10^9 images throws quickly instead of allocating") 
     const std::string what = message_of<oar::format_error>([&] { (void)oar::data::read_idx(path); });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     INFO(what);
-    CHECK(seconds < 0.5);  // 784 GB would neither fit nor be zeroed in this time
+    // The claim is refused before any allocation: a format_error, not bad_alloc (limits.huge_headers
+    // proves it under `ulimit -v`). The bound only catches a hang (zeroing 784 GB), not slowness.
+    CHECK(seconds < 60.0);
     CHECK(contains(what, path));
     CHECK(contains(what, "1000000000"));
     CHECK(contains(what, "offset 4"));

@@ -100,8 +100,10 @@ TEST_CASE("dist rendezvous: a missing peer makes rank 0 and the peers that came 
     CHECK(f1.status == 1);
     CHECK(contains(f1.output, "rank 1: rank 0 gave up: TCP rendezvous: rank 0 at"));
     CHECK(contains(f1.output, "missing rank(s) 2"));
-    CHECK(f0.seconds < 5.0);
-    CHECK(f1.seconds < 5.0);
+    // Rank 1 ended because rank 0 told it (the message above), not by its own 10 s timeout; the
+    // wall-clock bounds only catch a hang (a tight one flakes on a loaded machine, under TSan).
+    CHECK(f0.seconds < 60.0);
+    CHECK(f1.seconds < 60.0);
 }
 
 TEST_CASE("dist rendezvous: a peer with no rank 0 to meet fails within the timeout, naming the address") {
@@ -111,8 +113,8 @@ TEST_CASE("dist rendezvous: a peer with no rank 0 to meet fails within the timeo
     CHECK(f1.status == 1);
     CHECK(contains(f1.output, "oar: TCP rendezvous: rank 1 found no rank 0 listening at 127.0.0.1:" +
                                   std::to_string(port) + " within 0.7 s"));
-    CHECK(f1.seconds >= 0.6);
-    CHECK(f1.seconds < 5.0);
+    CHECK(f1.seconds >= 0.6);   // it did wait for its timeout (a lower bound: slowness cannot fail it)
+    CHECK(f1.seconds < 60.0);   // a hang guard only
 }
 
 TEST_CASE("dist rendezvous: two processes claiming one rank are refused, both told why") {
@@ -128,7 +130,7 @@ TEST_CASE("dist rendezvous: two processes claiming one rank are refused, both to
     CHECK(fb.status == 1);
     CHECK(contains(fa.output, "rank 0 gave up: TCP rendezvous: two processes claim rank 1"));
     CHECK(contains(fb.output, "rank 0 gave up: TCP rendezvous: two processes claim rank 1"));
-    CHECK(f0.seconds < 5.0);
+    CHECK(f0.seconds < 60.0);  // a hang guard only: the message says it was refused, not timed out
 }
 
 TEST_CASE("dist rendezvous: ranks that disagree on the world size are refused by rank 0") {

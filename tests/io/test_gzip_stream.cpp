@@ -3,6 +3,7 @@
 // and stops its thread when destroyed early. Inputs are written with zlib under a temporary folder.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
+#include <algorithm>   // std::equal
 #include <cstddef>     // std::size_t, std::ptrdiff_t
 #include <cstdint>     // std::uint8_t, std::uint32_t
 #include <filesystem>  // std::filesystem::create_directory
@@ -192,11 +193,24 @@ TEST_CASE("corrupt gzip data, a wrong checksum and trailing garbage throw format
 TEST_CASE("destroying an InflateThread before the end stops its thread without hanging") {
     TempDir dir;
     const std::string path = dir.file("big.gz");
-    write_gzip(path, sample_bytes(3000000, 8));
+    const bytes data = sample_bytes(3000000, 8);
+    write_gzip(path, data);
+    int destroyed = 0;
     for (int taken : {0, 1, 5}) {
-        oar::io::InflateThread in(path, blocks_of(1024, 1));  // the producer soon waits on a full queue
-        std::vector<char> b;
-        for (int i = 0; i < taken; ++i) REQUIRE(in.next(b));
-    }  // each destructor must return
-    CHECK(true);
+        {
+            oar::io::InflateThread in(path, blocks_of(1024, 1));  // the producer soon waits on a full queue
+            bytes got;
+            std::vector<char> b;
+            for (int i = 0; i < taken; ++i) {
+                REQUIRE(in.next(b));
+                CHECK(!b.empty());
+                got.insert(got.end(), b.begin(), b.end());
+            }
+            // What was taken before the early destruction is the file's beginning, in order.
+            REQUIRE(got.size() <= data.size());
+            CHECK(std::equal(got.begin(), got.end(), data.begin()));
+        }  // the destructor must stop the producer blocked on its full queue, join it and return
+        ++destroyed;
+    }
+    CHECK(destroyed == 3);
 }
