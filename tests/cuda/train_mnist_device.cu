@@ -11,6 +11,7 @@
 #include <oar/kernels/cuda/runtime.cuh>  // device_available
 
 #include "support/process.hpp"    // oar_test::run_command
+#include "support/skip.hpp"       // oar_test::skip: no MPI, or a GPU here
 #include "support/temp_dir.hpp"   // oar_test::TempDir
 #include "support/toy_mnist.hpp"  // oar_test::write_toy_mnist_set
 
@@ -42,10 +43,10 @@ TEST_CASE("train_mnist --device gpu without that GPU prints 'no CUDA device' and
 
 TEST_CASE("mpirun -np 2 / oar-launch --gpus 0,1 train_mnist --device gpu without GPUs: every rank says so, status 2") {
 #ifndef OAR_MPIEXEC
-    MESSAGE("SKIPPED: this build found no MPI (mpirun), so the data-parallel GPU run cannot be launched");
+    oar_test::skip("this build found no MPI (mpirun), so the data-parallel GPU run cannot be launched");
 #else
     if (oar::cuda_runtime::device_available()) {
-        MESSAGE("SKIPPED: this machine has a GPU; scripts/gpu_check.sh runs the data-parallel GPU job");
+        oar_test::skip("this machine has a GPU, so the no-GPU refusal cannot be seen; scripts/gpu_check.sh runs the data-parallel GPU job");
         return;
     }
     oar_test::TempDir tmp;
