@@ -11,8 +11,9 @@
 #include "core/layer_concepts.hpp"    // Layer, ParametricLayer
 #include "layers/linear.hpp"          // Linear
 #include "layers/conv2d.hpp"          // Conv2D
-#include "layers/pool2d.hpp"          // MaxPool2D, AvgPool2D
-#include "layers/activation.hpp"      // ReLU, Sigmoid, Tanh, Softmax
+#include "layers/pool2d.hpp"          // MaxPool2D, AvgPool2D, AdaptiveAvgPool2D
+#include "layers/batch_norm.hpp"      // BatchNorm1D, BatchNorm2D
+#include "layers/activation.hpp"      // ReLU, Sigmoid, Tanh, GELU, Hardswish, LeakyReLU, ELU, Identity, Softmax
 #include "layers/flatten.hpp"         // Flatten
 #include "layers/dropout.hpp"         // Dropout
 #include "nn/sequential.hpp"          // Sequential

@@ -239,6 +239,66 @@ TEST_CASE("GELU, Hardswish, LeakyReLU (also slope 0.2), ELU (also alpha 0.5) and
     check_unary<oar::Identity, 3, 8, 8>(4, 280, [](const torch::Tensor& x) { return x * 1.0; }, 5.0f);
 }
 
+TEST_CASE("BatchNorm2D<4> and BatchNorm1D<6>: training forward, gradients, running statistics and evaluation agree with libtorch") {
+    std::printf("BatchNorm2D<4> on [5,4,6,7]\n");
+    {
+        Single<oar::BatchNorm2D<4>, oar::Shape<4, 6, 7>> net;
+        auto& ps = net.parameters();
+        fill_uniform(ps.value(ps.entry("0.weight")), 320, 0.5f, 1.5f);
+        fill_uniform(ps.value(ps.entry("0.bias")), 321, -0.5f, 0.5f);
+        oar::Tensor x(5, oar::Shape<4, 6, 7>::dims);
+        fill_uniform(x.span(), 322, -2.0f, 3.0f);
+        const auto y = net.forward(x);
+        oar::Tensor dy(5, y.dims());
+        fill_uniform(dy.span(), 323, -1.0f, 1.0f);
+        oar::Tensor dx(5, x.dims());
+        net.clear_grad();
+        net.backward(dy, dx);
+
+        auto tw = to_torch(ps.value(ps.entry("0.weight")), {4}, true);
+        auto tb = to_torch(ps.value(ps.entry("0.bias")), {4}, true);
+        auto rm = torch::zeros({4});
+        auto rv = torch::ones({4});
+        auto tx = to_torch(x.span(), torch_sizes(5, x.dims()), true);
+        // Paddle's momentum 0.9 keeps 90 % of the running value: torch's momentum 0.1.
+        auto ty = F::batch_norm(tx, rm, rv, F::BatchNormFuncOptions().weight(tw).bias(tb).training(true).momentum(0.1).eps(1e-5));
+        ty.backward(to_torch(dy.span(), torch_sizes(5, y.dims())));
+        expect_close("output", y.span(), ty);
+        expect_close("input grad", dx.span(), tx.grad());
+        expect_close("weight grad", ps.grad(ps.entry("0.weight")), tw.grad());
+        expect_close("bias grad", ps.grad(ps.entry("0.bias")), tb.grad());
+        const auto st = ps.host_buffers();
+        const auto& me = ps.buffer_entries()[0];
+        const auto& ve = ps.buffer_entries()[1];
+        expect_close("running mean (_mean)", st.subspan(me.offset, me.size), rm);
+        expect_close("running variance (_variance)", st.subspan(ve.offset, ve.size), rv);
+        net.eval();
+        const auto ye = net.forward(x);
+        auto tye = F::batch_norm(tx.detach(), rm, rv, F::BatchNormFuncOptions().weight(tw.detach()).bias(tb.detach()).training(false).eps(1e-5));
+        expect_close("evaluation output", ye.span(), tye);
+    }
+    std::printf("BatchNorm1D<6> on [8,6]\n");
+    {
+        Single<oar::BatchNorm1D<6>, oar::Shape<6>> net;
+        oar::Tensor x(8, oar::Shape<6>::dims);
+        fill_uniform(x.span(), 330, -1.0f, 2.0f);
+        const auto y = net.forward(x);
+        oar::Tensor dy(8, y.dims());
+        fill_uniform(dy.span(), 331, -1.0f, 1.0f);
+        oar::Tensor dx(8, x.dims());
+        net.backward(dy, dx);
+        auto rm = torch::zeros({6});
+        auto rv = torch::ones({6});
+        auto tx = to_torch(x.span(), torch_sizes(8, x.dims()), true);
+        auto ty = F::batch_norm(tx, rm, rv, F::BatchNormFuncOptions().weight(torch::ones({6})).bias(torch::zeros({6})).training(true).momentum(0.1).eps(1e-5));
+        ty.backward(to_torch(dy.span(), torch_sizes(8, y.dims())));
+        expect_close("output", y.span(), ty);
+        expect_close("input grad", dx.span(), tx.grad());
+        const auto st = net.parameters().host_buffers();
+        expect_close("running variance (_variance)", st.subspan(net.parameters().buffer_entries()[1].offset, 6), rv);
+    }
+}
+
 TEST_CASE("Linear<980,10> forward and backward agree with libtorch (weight transposed)") {
     std::printf("Linear<980,10> on [8,980]\n");
     constexpr std::size_t n = 8;

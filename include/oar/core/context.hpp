@@ -23,6 +23,7 @@ struct Context {
     std::size_t layer_index = 0;     ///< position of the running layer in its Sequential
     const value_type* params = nullptr;  ///< the running layer's parameter block (see ParametricLayer)
     value_type* grads = nullptr;         ///< its gradient block, same layout
+    value_type* buffers = nullptr;       ///< its block of non-trainable state (see BufferedLayer)
     value_type* workspace = nullptr;     ///< scratch of at least the layer's `workspace(in)` values
     std::size_t workspace_size = 0;
 };

@@ -25,7 +25,7 @@ struct LayerCheck {
 
 /// How a parameter is initialised (Paddle's defaults): bias zeros, Linear XavierUniform,
 /// Conv2D Normal(0, sqrt(2 / fan_in)).
-enum class init_kind { zeros, xavier_uniform, kaiming_normal };
+enum class init_kind { zeros, ones, xavier_uniform, kaiming_normal };
 
 /// One parameter tensor of a layer: its state-dict name ("weight"), shape and initialiser.
 struct ParamSpec {
@@ -70,6 +70,20 @@ template <class L>
 concept ParametricLayer = Layer<L> && requires(Dims in) {
     { L::num_params } -> std::convertible_to<std::size_t>;
     { L::params(in) } -> std::same_as<std::array<ParamSpec, L::num_params>>;
+};
+
+/// BufferedLayer: a Layer with non-trainable state (BatchNorm's running mean and variance): tensors
+/// that live in the network's flat buffer storage beside the parameters, are saved and loaded in
+/// the state dict, counted as non-trainable by summary(), kept equal across ranks by DataParallel,
+/// and never touched by an optimizer or L2Decay:
+///   static constexpr std::size_t num_buffers;
+///   static constexpr std::array<ParamSpec, num_buffers> buffers(Dims in);  // state-dict names ("_mean")
+/// In forward/backward, ctx.buffers points at the layer's block (laid out as params: each tensor
+/// at param_offset(buffers(in), t)); forward may update it in training mode.
+template <class L>
+concept BufferedLayer = Layer<L> && requires(Dims in) {
+    { L::num_buffers } -> std::convertible_to<std::size_t>;
+    { L::buffers(in) } -> std::same_as<std::array<ParamSpec, L::num_buffers>>;
 };
 
 /// True for layer types whose "weight" PyTorch stores as the transpose of oar's 2-D layout (a

@@ -147,8 +147,14 @@ public:
     /// still to run backward (0 when nothing overlapped): the evidence that overlap happened.
     std::size_t overlapped_buckets() const { return last_overlapped_; }
 
-    /// Every rank's parameters become the root's (also called by the constructor).
-    void broadcast_parameters() { comm_->broadcast(net_->parameters().values(), opts_.root); }
+    /// Every rank's parameters and buffers (running statistics) become the root's (also called by the
+    /// constructor). Later, buffers evolve per rank from each rank's batches, as in Paddle and
+    /// PyTorch (no synchronised BatchNorm); rank 0's are the ones checkpoints save.
+    void broadcast_parameters() {
+        comm_->broadcast(net_->parameters().values(), opts_.root);
+        if constexpr (requires(M& m) { m.parameters().buffers(); })
+            if (!net_->parameters().buffers().empty()) comm_->broadcast(net_->parameters().buffers(), opts_.root);
+    }
 
     std::size_t num_buckets() const { return buckets_.size(); }
     std::size_t bucket_bytes() const { return opts_.bucket_bytes; }

@@ -25,6 +25,10 @@ template <class T>
 void initialize(const ParamSpec& spec, std::span<T> out, const CounterRng& rng, std::size_t index,
                 init_scheme scheme = init_scheme::paddle) {
     const std::uint64_t stream = rng_stream::init + index;
+    if (spec.init == init_kind::ones) {  // a normalisation's scale: ones in Paddle and torch alike
+        for (auto& v : out) v = T(1);
+        return;
+    }
     if (scheme == init_scheme::torch) {
         const double a = spec.fan_in ? 1.0 / std::sqrt(static_cast<double>(spec.fan_in)) : 0.0;
         for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>((2.0 * rng.uniform(stream, i) - 1.0) * a);
@@ -34,6 +38,8 @@ void initialize(const ParamSpec& spec, std::span<T> out, const CounterRng& rng, 
         case init_kind::zeros:
             for (auto& v : out) v = T(0);
             break;
+        case init_kind::ones:
+            break;  // above
         case init_kind::xavier_uniform: {  // U(-a, a), a = sqrt(6 / (fan_in + fan_out))
             const double a = std::sqrt(6.0 / static_cast<double>(spec.fan_in + spec.fan_out));
             for (std::size_t i = 0; i < out.size(); ++i)

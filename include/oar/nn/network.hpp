@@ -129,7 +129,7 @@ public:
     /// The initialisation is drawn on the host, whatever the backend, so networks of one seed start
     /// bitwise equal on every backend.
     explicit Network(std::uint64_t seed = 0, init_scheme scheme = init_scheme::paddle)
-        : params_(info::param_buffer_size, make_entries()) {
+        : params_(info::param_buffer_size, make_entries(), info::state_buffer_size, make_buffer_entries()) {
         ctx_.rng = CounterRng{seed};
         aligned_vector<value_type> staged;  // host memory for a backend whose buffers are not
         std::span<value_type> host = params_.values();
@@ -151,6 +151,7 @@ public:
         });
         entry_begin_[num_layers] = t;
         if constexpr (!store::host_memory) params_.upload_values(staged);
+        if constexpr (info::state_buffer_size > 0) init_buffers();
     }
 
     /// The same network on backend B of a network on another backend: its parameters, layer
@@ -159,6 +160,7 @@ public:
         requires(!std::same_as<B2, B> && std::same_as<typename B2::value_type, value_type>)
     explicit Network(const Network<Sequential<Ls...>, In, B2>& other) : Network(other.seed()) {
         params_.upload_values(other.parameters().host_values());
+        params_.upload_buffers(other.parameters().host_buffers());
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
             std::get<I>(layers_) = other.template layer<I>();
         });
@@ -293,6 +295,36 @@ private:
         }
     };
 
+    /// Buffers start as their specs say: ones (a variance) or zeros (a mean, a counter).
+    void init_buffers() {
+        aligned_vector<value_type> host(info::state_buffer_size, value_type(0));
+        for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+            using L = std::tuple_element_t<I, std::tuple<Ls...>>;
+            if constexpr (BufferedLayer<L>) {
+                const auto specs = L::buffers(info::dims[I]);
+                for (std::size_t k = 0; k < specs.size(); ++k)
+                    if (specs[k].init == init_kind::ones)
+                        std::fill_n(host.begin() + static_cast<std::ptrdiff_t>(info::buffer_offsets[I] + param_offset(specs, k)),
+                                    specs[k].dims.size(), value_type(1));
+            }
+        });
+        params_.upload_buffers(host);
+    }
+
+    static std::vector<ParamEntry> make_buffer_entries() {
+        std::vector<ParamEntry> entries;
+        for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+            using L = std::tuple_element_t<I, std::tuple<Ls...>>;
+            if constexpr (BufferedLayer<L>) {
+                const auto specs = L::buffers(info::dims[I]);
+                for (std::size_t k = 0; k < specs.size(); ++k)
+                    entries.push_back({std::to_string(I) + "." + std::string(specs[k].name), specs[k].dims,
+                                       info::buffer_offsets[I] + param_offset(specs, k), specs[k].dims.size()});
+            }
+        });
+        return entries;
+    }
+
     static std::vector<ParamEntry> make_entries() {
         std::vector<ParamEntry> entries;
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
@@ -312,6 +344,7 @@ private:
         ctx_.layer_index = i;
         ctx_.params = params_.values().data() + info::param_offsets[i];
         ctx_.grads = params_.grads().data() + info::param_offsets[i];
+        ctx_.buffers = params_.buffers().data() + info::buffer_offsets[i];
     }
 
     template <std::size_t I>

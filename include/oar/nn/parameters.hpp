@@ -48,9 +48,13 @@ public:
     using state_entry = basic_state_entry<T>;
 
     basic_parameter_set() = default;
-    basic_parameter_set(std::size_t buffer_size, std::vector<ParamEntry> entries)
+    /// `buffer_size` values for the parameters (`entries`), and `state_size` values of
+    /// non-trainable state (`state_entries`: running statistics; see BufferedLayer).
+    basic_parameter_set(std::size_t buffer_size, std::vector<ParamEntry> entries, std::size_t state_size = 0,
+                        std::vector<ParamEntry> state_entries = {})
         : values_(store::template make<T>(buffer_size)), grads_(store::template make<T>(buffer_size)),
-          entries_(std::move(entries)) {}
+          state_(store::template make<T>(state_size)), entries_(std::move(entries)),
+          state_entries_(std::move(state_entries)) {}
 
     /// The whole flat buffers, alignment padding included (padding stays zero). B's memory.
     std::span<T> values() { return {values_.data(), values_.size()}; }
@@ -58,12 +62,33 @@ public:
     std::span<T> grads() { return {grads_.data(), grads_.size()}; }
     std::span<const T> grads() const { return {grads_.data(), grads_.size()}; }
 
+    /// The trainable tensors (what optimizers, L2Decay and gradient buckets see).
     const std::vector<ParamEntry>& entries() const { return entries_; }
     /// Number of trainable scalars (padding excluded).
     std::size_t count() const {
         std::size_t s = 0;
         for (const auto& e : entries_) s += e.size;
         return s;
+    }
+
+    /// The non-trainable state (BatchNorm's running statistics): its flat storage (B's memory),
+    /// its named tensors (offsets into buffers()), and its number of scalars. Saved and loaded with
+    /// the state dict, never stepped by an optimizer.
+    std::span<T> buffers() { return {state_.data(), state_.size()}; }
+    std::span<const T> buffers() const { return {state_.data(), state_.size()}; }
+    const std::vector<ParamEntry>& buffer_entries() const { return state_entries_; }
+    std::size_t buffer_count() const {
+        std::size_t s = 0;
+        for (const auto& e : state_entries_) s += e.size;
+        return s;
+    }
+    /// buffers() readable on the host (as host_values()).
+    std::span<const T> host_buffers() const { return host_copy(state_, state_mirror_); }
+    /// Replaces the whole state storage with `host` (buffers().size() values).
+    void upload_buffers(std::span<const T> host) {
+        if (host.size() != state_.size())
+            throw shape_error(detail::concat("upload_buffers: ", host.size(), " values for a state of ", state_.size()));
+        store::upload(state_.data(), host.data(), host.size());
     }
 
     /// One tensor's block of values() / grads() (B's memory).
@@ -88,13 +113,16 @@ public:
     /// The same for the gradients.
     std::span<const T> host_grads() const { return host_copy(grads_, grad_mirror_); }
 
-    /// Views of every parameter tensor by key, in layer order, readable on the host (see
-    /// host_values() for how long they stay valid).
+    /// Views of every parameter tensor by key, in layer order, then of every buffer (the state
+    /// dict: what Paddle's and torch's state_dict() hold), readable on the host (see host_values()
+    /// for how long they stay valid).
     std::vector<state_entry> state_dict() const {
         const std::span<const T> v = host_values();
+        const std::span<const T> b = host_buffers();
         std::vector<state_entry> out;
-        out.reserve(entries_.size());
+        out.reserve(entries_.size() + state_entries_.size());
         for (const auto& e : entries_) out.push_back({e.key, e.dims, v.subspan(e.offset, e.size)});
+        for (const auto& e : state_entries_) out.push_back({e.key, e.dims, b.subspan(e.offset, e.size)});
         return out;
     }
 
@@ -106,23 +134,30 @@ public:
             if (!by_key.emplace(s.key, &s).second)
                 throw value_error(detail::concat("load_state_dict: key '", s.key, "' appears twice"));
         }
-        for (const auto& e : entries_) {
+        auto check = [&](const ParamEntry& e) {
             auto it = by_key.find(e.key);
             if (it == by_key.end()) throw value_error(detail::concat("load_state_dict: missing key '", e.key, "'"));
             const state_entry& s = *it->second;
             if (!(s.dims == e.dims) || s.values.size() != e.size)
                 throw shape_error(detail::concat("load_state_dict: key '", e.key, "' has shape ", to_string(s.dims),
                                                  " (", s.values.size(), " values), expected ", to_string(e.dims)));
-        }
-        if (by_key.size() != entries_.size())
+        };
+        for (const auto& e : entries_) check(e);
+        for (const auto& e : state_entries_) check(e);
+        if (by_key.size() != entries_.size() + state_entries_.size())
             for (const auto& s : state) {
                 bool known = false;
                 for (const auto& e : entries_) known = known || e.key == s.key;
+                for (const auto& e : state_entries_) known = known || e.key == s.key;
                 if (!known) throw value_error(detail::concat("load_state_dict: unexpected key '", s.key, "'"));
             }
         for (const auto& e : entries_) {
             const auto& src = by_key.at(e.key)->values;
             store::upload(values_.data() + e.offset, src.data(), src.size());
+        }
+        for (const auto& e : state_entries_) {
+            const auto& src = by_key.at(e.key)->values;
+            store::upload(state_.data() + e.offset, src.data(), src.size());
         }
     }
 
@@ -149,8 +184,10 @@ private:
 
     buffer values_;
     buffer grads_;
+    buffer state_;
     std::vector<ParamEntry> entries_;
-    mutable aligned_vector<T> mirror_, grad_mirror_;  ///< host copies (backends with device memory only)
+    std::vector<ParamEntry> state_entries_;
+    mutable aligned_vector<T> mirror_, grad_mirror_, state_mirror_;  ///< host copies (device backends only)
 };
 
 using ParameterSet = basic_parameter_set<float>;

@@ -79,6 +79,23 @@ constexpr std::size_t param_block_of(Dims in) {
     if constexpr (ParametricLayer<L>) return param_block_size(L::params(in));
     else return 0;
 }
+
+template <class L>
+constexpr std::size_t buffer_count_of(Dims in) {
+    if constexpr (BufferedLayer<L>) {
+        std::size_t s = 0;
+        for (const auto& p : L::buffers(in)) s += p.dims.size();
+        return s;
+    } else {
+        return 0;
+    }
+}
+
+template <class L>
+constexpr std::size_t buffer_block_of(Dims in) {
+    if constexpr (BufferedLayer<L>) return param_block_size(L::buffers(in));
+    else return 0;
+}
 }  // namespace detail
 
 /// The result of propagating an input shape through layers: dims[0] is the input, dims[i+1] the
@@ -164,6 +181,26 @@ struct Sequential {
             return o;
         }();
         static constexpr std::size_t param_buffer_size = param_offsets[num_layers - 1] + param_blocks[num_layers - 1];
+        /// non-trainable state per layer (BufferedLayer): values, padded blocks, offsets, total
+        static constexpr std::array<std::size_t, num_layers> buffer_counts = [] {
+            std::size_t i = 0;
+            return std::array<std::size_t, num_layers>{detail::buffer_count_of<Ls>(dims[i++])...};
+        }();
+        static constexpr std::array<std::size_t, num_layers> buffer_blocks = [] {
+            std::size_t i = 0;
+            return std::array<std::size_t, num_layers>{detail::buffer_block_of<Ls>(dims[i++])...};
+        }();
+        static constexpr std::array<std::size_t, num_layers> buffer_offsets = [] {
+            std::array<std::size_t, num_layers> o{};
+            for (std::size_t i = 1; i < num_layers; ++i) o[i] = o[i - 1] + buffer_blocks[i - 1];
+            return o;
+        }();
+        static constexpr std::size_t state_buffer_size = buffer_offsets[num_layers - 1] + buffer_blocks[num_layers - 1];
+        static constexpr std::size_t total_buffers = [] {
+            std::size_t s = 0;
+            for (auto c : buffer_counts) s += c;
+            return s;
+        }();
         static constexpr std::array<std::size_t, num_layers> flops = [] {
             std::size_t i = 0;
             return std::array<std::size_t, num_layers>{static_cast<std::size_t>(Ls::flops(dims[i++]))...};

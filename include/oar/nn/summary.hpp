@@ -42,14 +42,16 @@ std::string summary() {
     out += line;
     for (std::size_t i = 0; i < info::num_layers; ++i) {
         std::snprintf(line, sizeof line, " %-5zu %-14s %-22s %-16s %10s\n", i, std::string(info::names[i]).c_str(),
-                      detail::batch_shape(info::dims[i + 1]).c_str(), detail::thousands(info::param_counts[i]).c_str(),
+                      detail::batch_shape(info::dims[i + 1]).c_str(),
+                      detail::thousands(info::param_counts[i] + info::buffer_counts[i]).c_str(),
                       detail::thousands(info::flops[i]).c_str());
         out += line;
     }
     out += bold + "\n";
-    out += "Total params: " + detail::thousands(info::total_params) + "\n";
+    // As paddle.summary: a layer's Param # and the total count its buffers (running statistics) too.
+    out += "Total params: " + detail::thousands(info::total_params + info::total_buffers) + "\n";
     out += "Trainable params: " + detail::thousands(info::total_params) + "\n";
-    out += "Non-trainable params: 0\n";
+    out += "Non-trainable params: " + detail::thousands(info::total_buffers) + "\n";
     out += rule + "\n";
     std::snprintf(line, sizeof line, "Forward FLOPs per sample: %s (%.2f MFLOP)\n",
                   detail::thousands(info::total_flops).c_str(), static_cast<double>(info::total_flops) / 1e6);

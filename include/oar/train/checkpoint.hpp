@@ -234,6 +234,8 @@ void check_weights(const io::SafeTensors& st, const Net& net, WeightLayout layou
     std::vector<std::pair<std::string, std::vector<std::uint64_t>>> expected;
     for (const auto& e : net.parameters().entries())
         expected.emplace_back(e.key, shape_of(e.dims, layout == WeightLayout::torch && transposed.count(e.key)));
+    if constexpr (requires { net.parameters().buffer_entries(); })
+        for (const auto& e : net.parameters().buffer_entries()) expected.emplace_back(e.key, shape_of(e.dims, false));
     check_tensors(st, expected, io::dtype_of<T>(), "network");
 }
 
@@ -262,6 +264,15 @@ void apply_weights(const io::SafeTensors& st, Net& net, WeightLayout layout) {
         }
     }
     params.upload_values(staged);
+    if constexpr (requires { params.buffer_entries(); }) {  // non-trainable state: stored as is
+        const std::span<const T> state = params.host_buffers();
+        std::vector<T> staged_state(state.begin(), state.end());
+        for (const auto& e : params.buffer_entries()) {
+            const auto bytes = st.bytes(st.at(e.key));
+            if (!bytes.empty()) std::memcpy(staged_state.data() + e.offset, bytes.data(), bytes.size());
+        }
+        params.upload_buffers(staged_state);
+    }
 }
 
 /// The weights file's bytes (header + data) in `layout`, ready to write and checksum.
@@ -285,6 +296,11 @@ std::vector<std::byte> weights_file_bytes(const Net& net, WeightLayout layout, s
             values = t;
         }
         refs.push_back(io::TensorRef::of<T>(e.key, shape_of(e.dims, tr), values));
+    }
+    if constexpr (requires { params.buffer_entries(); }) {
+        const std::span<const T> state = params.host_buffers();
+        for (const auto& e : params.buffer_entries())
+            refs.push_back(io::TensorRef::of<T>(e.key, shape_of(e.dims, false), state.subspan(e.offset, e.size)));
     }
     const std::map<std::string, std::string> meta{{"format", "pt"}, {"oar.layout", layout_name(layout)}, {"oar.version", "1"}};
     const std::string header = io::safetensors_header(refs, meta);
