@@ -108,21 +108,17 @@ TEST_CASE("Softmax gradients match finite differences") {
     check_gradients<oar::Softmax, oar::Shape<2, 2, 4>>();
 }
 
-// ---- GELU, Hardswish, LeakyReLU, ELU, Identity (Paddle's defaults; settings as values)
-static_assert(oar::Layer<oar::GELU> && oar::Layer<oar::Hardswish> && oar::Layer<oar::LeakyReLU> &&
-              oar::Layer<oar::ELU> && oar::Layer<oar::Identity>);
-static_assert(!oar::ParametricLayer<oar::LeakyReLU> && !oar::ParametricLayer<oar::Identity>);
+// ---- GELU, Hardswish, LeakyReLU, ELU (Paddle's defaults; settings as values)
+static_assert(oar::Layer<oar::GELU> && oar::Layer<oar::Hardswish> && oar::Layer<oar::LeakyReLU> && oar::Layer<oar::ELU>);
+static_assert(!oar::ParametricLayer<oar::LeakyReLU>);
 static_assert(oar::LeakyReLU{}.negative_slope() == 0.01f && oar::LeakyReLU{0.2f}.negative_slope() == 0.2f);
 static_assert(oar::ELU{}.alpha() == 1.0f && oar::ELU{0.5f}.alpha() == 0.5f);
-static_assert(oar::Identity::output_dims(oar::make_dims(3, 4)) == oar::make_dims(3, 4) &&
-              oar::Identity::flops(oar::make_dims(7)) == 0);
 
 TEST_CASE("GELU, Hardswish, LeakyReLU and ELU forward match their definitions through a network") {
     check_elementwise_forward<oar::GELU>([](double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); });
     check_elementwise_forward<oar::Hardswish>([](double v) { return v * std::min(std::max(v + 3.0, 0.0), 6.0) / 6.0; });
     check_elementwise_forward<oar::LeakyReLU>([](double v) { return v > 0 ? v : 0.01 * v; });
     check_elementwise_forward<oar::ELU>([](double v) { return v > 0 ? v : std::exp(v) - 1.0; });
-    check_elementwise_forward<oar::Identity>([](double v) { return v; });
 }
 
 TEST_CASE("a layer's settings are values: LeakyReLU{0.2f} and ELU{0.5f} in a network") {
@@ -142,10 +138,9 @@ TEST_CASE("a layer's settings are values: LeakyReLU{0.2f} and ELU{0.5f} in a net
     CHECK(bad == 0);
 }
 
-TEST_CASE("GELU, Hardswish, LeakyReLU, ELU and Identity gradients match finite differences") {
+TEST_CASE("GELU, Hardswish, LeakyReLU and ELU gradients match finite differences") {
     check_gradients<oar::GELU, oar::Shape<3, 5>>(3.0);
     check_gradients<oar::Hardswish, oar::Shape<19>>(5.0);  // both kinks (-3, 3) inside the range
     check_gradients<oar::LeakyReLU, oar::Shape<3, 5>>();
     check_gradients<oar::ELU, oar::Shape<19>>(3.0);
-    check_gradients<oar::Identity, oar::Shape<2, 3>>();
 }

@@ -49,3 +49,20 @@ TEST_CASE("Flatten gradients match finite differences") {
     CHECK(r2.ok);
     CHECK(r2.checked > 0);
 }
+
+static_assert(oar::Layer<oar::Identity> && !oar::ParametricLayer<oar::Identity>);
+static_assert(oar::Identity::output_dims(oar::make_dims(3, 4)) == oar::make_dims(3, 4) &&
+              oar::Identity::flops(oar::make_dims(7)) == 0);
+
+TEST_CASE("Identity passes values and gradients through unchanged, any shape") {
+    oar::Network<oar::Sequential<oar::Identity>, oar::Shape<2, 3>> net;
+    oar::Tensor x(2, oar::make_dims(2, 3)), dx(2, oar::make_dims(2, 3)), dy(2, oar::make_dims(2, 3));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 1.5f - 4.0f, dy[i] = static_cast<float>(i % 4);
+    const auto y = net.forward(x.view());
+    for (std::size_t i = 0; i < x.size(); ++i) CHECK(y[i] == x[i]);
+    net.backward(dy.view(), dx.view());
+    for (std::size_t i = 0; i < dx.size(); ++i) CHECK(dx[i] == dy[i]);
+    const auto r = oar::testing::gradcheck_layer<oar::Identity, oar::Shape<2, 3>>();
+    INFO(r.message);
+    CHECK(r.ok);
+}

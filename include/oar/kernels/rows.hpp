@@ -107,4 +107,18 @@ OAR_HOST_DEVICE T adaptive_pixel_grad(const AdaptiveGeometry& g, const T* dy_pla
     return s;
 }
 
+/// Output element i of adaptive average pooling over (n, C, OH, OW), from x (n, C, H, W).
+template <class T>
+OAR_HOST_DEVICE T adaptive_output(const AdaptiveGeometry& g, const T* x, std::size_t i) {
+    const std::size_t ohw = g.out_height * g.out_width, plane = i / ohw;
+    return adaptive_window_mean(g, x + plane * g.height * g.width, (i % ohw) / g.out_width, i % g.out_width);
+}
+
+/// Input-gradient element i of adaptive average pooling over (n, C, H, W), from dy (n, C, OH, OW).
+template <class T>
+OAR_HOST_DEVICE T adaptive_input_grad(const AdaptiveGeometry& g, const T* dy, std::size_t i) {
+    const std::size_t hw = g.height * g.width, plane = i / hw;
+    return adaptive_pixel_grad(g, dy + plane * g.out_height * g.out_width, (i % hw) / g.width, i % g.width);
+}
+
 }  // namespace oar::rows

@@ -1,7 +1,7 @@
 // Activation layers: ReLU, Sigmoid, Tanh, GELU, Hardswish, LeakyReLU, ELU (elementwise functors from
 // kernels/cpu/elementwise.hpp, run by every backend's map kernel; settings such as LeakyReLU's slope
-// are the layer's values, Paddle's defaults when default-constructed), Identity, and Softmax over
-// the last dimension, as paddle.nn.Softmax(axis=-1).
+// are the layer's values, Paddle's defaults when default-constructed) and Softmax over the last
+// dimension, as paddle.nn.Softmax(axis=-1).
 #pragma once
 
 #include <cstddef>      // std::size_t
@@ -11,7 +11,6 @@
 #include "../core/layer_concepts.hpp"     // LayerCheck
 #include "../kernels/cpu/elementwise.hpp" // relu_fn, sigmoid_fn, tanh_fn, op::map on cpu
 #include "../kernels/cpu/softmax.hpp"     // op::softmax_* on cpu
-#include "../kernels/cpu/storage.hpp"     // storage<cpu>::copy: Identity
 
 namespace oar {
 
@@ -69,23 +68,6 @@ struct ELU : detail::elementwise_layer<elu_fn> {
     constexpr ELU() = default;
     constexpr explicit ELU(float alpha) { fn.alpha = alpha; }
     constexpr float alpha() const { return fn.alpha; }
-};
-
-/// paddle.nn.Identity: y = x (a placeholder, e.g. a residual block's shortcut).
-struct Identity {
-    static constexpr std::string_view name = "Identity";
-    static constexpr LayerCheck check(Dims) { return {}; }
-    static constexpr Dims output_dims(Dims in) { return in; }
-    static constexpr std::size_t flops(Dims) { return 0; }
-    static constexpr std::size_t workspace(Dims) { return 0; }
-    template <Backend B, class T = typename B::value_type>
-    void forward(Context<B>&, Dims in, const T* x, T* y, std::size_t n) const {
-        storage<B>::copy(y, x, n * in.size());
-    }
-    template <Backend B, class T = typename B::value_type>
-    void backward(Context<B>&, Dims in, const T*, const T*, const T* dy, T* dx, std::size_t n) const {
-        if (dx) storage<B>::copy(dx, dy, n * in.size());
-    }
 };
 
 /// Softmax over the last dimension.

@@ -1,5 +1,5 @@
-// Flatten: (C,H,W) -> (C*H*W), as paddle.nn.Flatten() with its default start_axis=1. A copy, so the
-// network's activations stay one buffer per layer.
+// Flatten: (C,H,W) -> (C*H*W), as paddle.nn.Flatten() with its default start_axis=1, and Identity
+// (paddle.nn.Identity). Copies, so the network's activations stay one buffer per layer.
 #pragma once
 
 #include <cstddef>      // std::size_t
@@ -11,10 +11,10 @@
 
 namespace oar {
 
-struct Flatten {
-    static constexpr std::string_view name = "Flatten";
+namespace detail {
+/// A parameter-free layer whose passes are copies (the values are unchanged, only the shape may be).
+struct copy_layer {
     static constexpr LayerCheck check(Dims) { return {}; }
-    static constexpr Dims output_dims(Dims in) { return make_dims(in.size()); }
     static constexpr std::size_t flops(Dims) { return 0; }
     static constexpr std::size_t workspace(Dims) { return 0; }
 
@@ -26,6 +26,18 @@ struct Flatten {
     void backward(Context<B>&, Dims in, const T*, const T*, const T* dy, T* dx, std::size_t n) const {
         if (dx) storage<B>::copy(dx, dy, n * in.size());
     }
+};
+}  // namespace detail
+
+struct Flatten : detail::copy_layer {
+    static constexpr std::string_view name = "Flatten";
+    static constexpr Dims output_dims(Dims in) { return make_dims(in.size()); }
+};
+
+/// paddle.nn.Identity: y = x (a placeholder, e.g. a residual block's shortcut).
+struct Identity : detail::copy_layer {
+    static constexpr std::string_view name = "Identity";
+    static constexpr Dims output_dims(Dims in) { return in; }
 };
 
 }  // namespace oar

@@ -334,28 +334,19 @@ struct kernel<op::avg_pool_backward, basic_cpu<T>> {
 };
 
 /// kernel<op::adaptive_avg_pool_forward, cpu>::run(g, n, x, y): each output the mean of its adaptive
-/// window (rows::adaptive_window_mean, the body every backend runs).
+/// window; kernel<op::adaptive_avg_pool_backward, cpu>::run(g, n, dy, dx): dx overwritten with the
+/// gather of dy / area over the windows that hold each pixel. The element bodies are the ones every
+/// backend runs (rows::adaptive_output, rows::adaptive_input_grad).
 template <class T>
 struct kernel<op::adaptive_avg_pool_forward, basic_cpu<T>> {
     static void run(const AdaptiveGeometry& g, std::size_t n, const T* x, T* y) {
-        const std::size_t planes = n * g.channels, hw = g.height * g.width, ohw = g.out_height * g.out_width;
-        for (std::size_t p = 0; p < planes; ++p)
-            for (std::size_t oy = 0; oy < g.out_height; ++oy)
-                for (std::size_t ox = 0; ox < g.out_width; ++ox)
-                    y[p * ohw + oy * g.out_width + ox] = rows::adaptive_window_mean(g, x + p * hw, oy, ox);
+        for (std::size_t i = 0, e = n * g.channels * g.out_height * g.out_width; i < e; ++i) y[i] = rows::adaptive_output(g, x, i);
     }
 };
-
-/// kernel<op::adaptive_avg_pool_backward, cpu>::run(g, n, dy, dx): dx overwritten with the gather of
-/// dy / area over the windows that hold each pixel (rows::adaptive_pixel_grad).
 template <class T>
 struct kernel<op::adaptive_avg_pool_backward, basic_cpu<T>> {
     static void run(const AdaptiveGeometry& g, std::size_t n, const T* dy, T* dx) {
-        const std::size_t planes = n * g.channels, hw = g.height * g.width, ohw = g.out_height * g.out_width;
-        for (std::size_t p = 0; p < planes; ++p)
-            for (std::size_t y = 0; y < g.height; ++y)
-                for (std::size_t x = 0; x < g.width; ++x)
-                    dx[p * hw + y * g.width + x] = rows::adaptive_pixel_grad(g, dy + p * ohw, y, x);
+        for (std::size_t i = 0, e = n * g.channels * g.height * g.width; i < e; ++i) dx[i] = rows::adaptive_input_grad(g, dy, i);
     }
 };
 

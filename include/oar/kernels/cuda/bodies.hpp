@@ -261,26 +261,18 @@ OAR_HOST_DEVICE void avg_pool_backward_body(const Thread& t, ConvGeometry g, std
     pool_gather(t, g, n, dx, avg_pool_term<T>{g, dy, T(1) / static_cast<T>(g.kernel * g.kernel)});
 }
 
-/// One thread per output: the mean of its adaptive window.
+/// One thread per output (the mean of its adaptive window) / per input pixel (the gather of dy / area).
 template <class T>
 OAR_HOST_DEVICE void adaptive_avg_pool_forward_body(const Thread& t, AdaptiveGeometry g, std::size_t n, const T* x,
                                                     T* y) {
-    const std::size_t ohw = g.out_height * g.out_width, total = n * g.channels * ohw;
-    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
-        const std::size_t plane = i / ohw, oy = (i % ohw) / g.out_width, ox = i % g.out_width;
-        y[i] = oar::rows::adaptive_window_mean(g, x + plane * g.height * g.width, oy, ox);
-    }
+    for (std::size_t i = t.global_x(), e = n * g.channels * g.out_height * g.out_width; i < e; i += t.stride_x())
+        y[i] = oar::rows::adaptive_output(g, x, i);
 }
-
-/// One thread per input pixel: the gather of dy / area over the windows that hold it.
 template <class T>
 OAR_HOST_DEVICE void adaptive_avg_pool_backward_body(const Thread& t, AdaptiveGeometry g, std::size_t n, const T* dy,
                                                      T* dx) {
-    const std::size_t hw = g.height * g.width, total = n * g.channels * hw;
-    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
-        const std::size_t plane = i / hw, y = (i % hw) / g.width, x = i % g.width;
-        dx[i] = oar::rows::adaptive_pixel_grad(g, dy + plane * g.out_height * g.out_width, y, x);
-    }
+    for (std::size_t i = t.global_x(), e = n * g.channels * g.height * g.width; i < e; i += t.stride_x())
+        dx[i] = oar::rows::adaptive_input_grad(g, dy, i);
 }
 
 // ---------------------------------------------------------------------------------------------
