@@ -390,3 +390,95 @@ static_assert(!std::is_constructible_v<DataLoader<InMemoryDataset>, InMemoryData
 static_assert(std::is_constructible_v<DataLoader<InMemoryDataset>, const InMemoryDataset&, DistributedBatchSampler,
                                       WorkerOptions>);
 static_assert(!std::is_constructible_v<DataLoader<InMemoryDataset>, const InMemoryDataset&, RandomSampler>);
+
+// ---------------------------------------------------------------------------------------------
+// The epoch reaches the dataset (issue 24: random transforms repeated every epoch)
+
+#include <oar/data/transforms.hpp>  // transform, RandomCrop, RandomHorizontalFlip: an epoch-aware dataset
+
+namespace {
+
+/// Every value of every batch of epoch e, in order.
+std::vector<float> epoch_values(auto& loader, std::uint64_t e) {
+    std::vector<float> v;
+    for (auto&& b : loader.epoch(e)) v.insert(v.end(), b.images.data(), b.images.data() + b.images.size());
+    return v;
+}
+
+/// A dataset of the caller's whose samples are its epoch (set_epoch not const).
+struct EpochStamped : dataset_base<EpochStamped> {
+    std::uint64_t epoch = 99;
+    std::size_t size() const { return 6; }
+    oar::Dims dims() const { return make_dims(1); }
+    std::int64_t load(std::size_t, std::span<float> out) const {
+        out[0] = static_cast<float>(epoch);
+        return 0;
+    }
+    void set_epoch(std::uint64_t e) { epoch = e; }
+};
+
+}  // namespace
+
+TEST_CASE("the loader tells a TransformDataset each epoch: new crops and flips every epoch, the same per seed and "
+          "per num_workers") {
+    const auto base = numbered(24, make_dims(2, 6, 6));
+    std::vector<std::vector<float>> by_workers;
+    for (std::size_t workers : {0, 1, 3}) {
+        auto aug = transform(base, RandomCrop(6, 2), RandomHorizontalFlip());
+        aug.set_seed(11);
+        DataLoader loader(aug, {.batch_size = 5, .num_workers = workers});  // no shuffle: only the augmentation moves
+        const auto e0 = epoch_values(loader, 0), e1 = epoch_values(loader, 1), e2 = epoch_values(loader, 2);
+        CHECK(e0 != e1);
+        CHECK(e1 != e2);
+        CHECK(aug.epoch() == 2);
+        CHECK(epoch_values(loader, 1) == e1);  // going back to an epoch repeats it bit for bit
+        std::vector<float> all = e0;
+        all.insert(all.end(), e1.begin(), e1.end());
+        by_workers.push_back(all);
+    }
+    CHECK(by_workers[0] == by_workers[1]);
+    CHECK(by_workers[0] == by_workers[2]);
+}
+
+TEST_CASE("loader() advances the epoch of a dataset borrowed as const, and of one shared") {
+    const auto base = numbered(8, make_dims(1, 4, 4));
+    const auto aug = transform(base, RandomCrop(4, 1));  // const: TransformDataset::set_epoch is const
+    DataLoader loader(aug, {.batch_size = 8});
+    std::vector<float> first, second;
+    for (auto&& b : loader()) first.assign(b.images.data(), b.images.data() + b.images.size());
+    for (auto&& b : loader()) second.assign(b.images.data(), b.images.data() + b.images.size());
+    CHECK(aug.epoch() == 1);
+    CHECK(first != second);
+    auto shared = std::make_shared<decltype(transform(numbered(8, make_dims(1, 4, 4)), RandomCrop(4, 1)))>(
+        numbered(8, make_dims(1, 4, 4)), RandomCrop(4, 1));
+    DataLoader from_shared(shared, {.batch_size = 8});
+    CHECK(epoch_values(from_shared, 0) == first);
+    CHECK(epoch_values(from_shared, 1) == second);
+}
+
+TEST_CASE("the epoch reaches an adaptor over an adaptor, and a dataset whose set_epoch is not const") {
+    const auto base = numbered(8, make_dims(1, 4, 4));
+    auto inner = transform(base, RandomCrop(4, 1));
+    auto outer = transform(std::move(inner), RandomHorizontalFlip());
+    DataLoader loader(outer, {.batch_size = 4});
+    for (auto&& b : loader.epoch(5)) (void)b;
+    CHECK(outer.epoch() == 5);
+    CHECK(outer.base().epoch() == 5);
+
+    EpochStamped stamped;
+    DataLoader mine(stamped, {.batch_size = 3, .num_workers = 2});
+    CHECK(epoch_values(mine, 4) == std::vector<float>(6, 4.0f));
+    CHECK(stamped.epoch == 4);
+    // Given const, such a dataset could not be told: refused at compile time (a static_assert).
+    static_assert(EpochAware<EpochStamped> && !ConstEpochAware<EpochStamped>);
+}
+
+TEST_CASE("the epoch is set when the loop begins, not when the generator is made") {
+    const auto base = numbered(4, make_dims(1, 4, 4));
+    auto aug = transform(base, RandomCrop(4, 1));
+    DataLoader loader(aug, {.batch_size = 4});
+    auto g = loader.epoch(7);
+    CHECK(aug.epoch() == 0);
+    for (auto&& b : g) (void)b;
+    CHECK(aug.epoch() == 7);
+}

@@ -26,6 +26,11 @@
 #include "generator.hpp"       // generator
 #include "sampler.hpp"         // BatchSampler, BatchedSampler, RandomSampler, SequentialSampler
 
+// The static_assert message of a loader given a const dataset whose set_epoch is not const.
+#define OAR_DATALOADER_CONST_EPOCH_MESSAGE                                                                \
+    "oar: DataLoader: this dataset's set_epoch is not const, so a loader given it as const could not tell it " \
+    "the epoch: pass the dataset non-const (an lvalue or a shared_ptr<D>), or make set_epoch const"
+
 namespace oar::data {
 
 /// One batch: the samples' images stacked contiguously and their labels.
@@ -72,15 +77,13 @@ public:
 
     DataLoader(const D& dataset, LoaderOptions opts = {}) : DataLoader(borrow(dataset), opts) {}
     DataLoader(std::shared_ptr<const D> dataset, LoaderOptions opts = {})
-        : dataset_(std::move(dataset)), workers_{opts.num_workers, opts.prefetch} {
-        check_dataset();
-        if (opts.batch_size == 0) throw value_error("DataLoader: batch_size must be positive, got 0");
-        const std::size_t n = dataset_->size();
-        if (opts.shuffle)
-            use(BatchedSampler<RandomSampler>(RandomSampler(n, opts.seed), opts.batch_size, opts.drop_last));
-        else
-            use(BatchedSampler<SequentialSampler>(SequentialSampler(n), opts.batch_size, opts.drop_last));
+        : DataLoader(mutable_tag{}, std::move(dataset), nullptr, opts) {
+        static_assert(!(EpochAware<D> && !ConstEpochAware<D>), OAR_DATALOADER_CONST_EPOCH_MESSAGE);
     }
+    /// A non-const dataset: a set_epoch that is not const is reachable too.
+    DataLoader(D& dataset, LoaderOptions opts = {}) : DataLoader(mutable_tag{}, borrow(dataset), &dataset, opts) {}
+    DataLoader(std::shared_ptr<D> dataset, LoaderOptions opts = {})
+        : DataLoader(mutable_tag{}, dataset, dataset.get(), opts) {}
 
     /// Batches chosen by `batch_sampler` (e.g. a DistributedBatchSampler); its indices must be < dataset size.
     template <BatchSampler S>
@@ -88,10 +91,15 @@ public:
         : DataLoader(borrow(dataset), std::move(batch_sampler), workers) {}
     template <BatchSampler S>
     DataLoader(std::shared_ptr<const D> dataset, S batch_sampler, WorkerOptions workers = {})
-        : dataset_(std::move(dataset)), workers_(workers) {
-        check_dataset();
-        use(std::move(batch_sampler));
+        : DataLoader(mutable_tag{}, std::move(dataset), nullptr, std::move(batch_sampler), workers) {
+        static_assert(!(EpochAware<D> && !ConstEpochAware<D>), OAR_DATALOADER_CONST_EPOCH_MESSAGE);
     }
+    template <BatchSampler S>
+    DataLoader(D& dataset, S batch_sampler, WorkerOptions workers = {})
+        : DataLoader(mutable_tag{}, borrow(dataset), &dataset, std::move(batch_sampler), workers) {}
+    template <BatchSampler S>
+    DataLoader(std::shared_ptr<D> dataset, S batch_sampler, WorkerOptions workers = {})
+        : DataLoader(mutable_tag{}, dataset, dataset.get(), std::move(batch_sampler), workers) {}
 
     DataLoader(const D&&, LoaderOptions = {}) = delete;  // would dangle
     template <BatchSampler S>
@@ -99,9 +107,12 @@ public:
 
     /// The batches of epoch e; the next loader() call gives epoch e + 1. The order is fixed here;
     /// loading starts at the loop's begin().
+    /// A dataset with set_epoch (TransformDataset, Subset over one, a dataset of the caller's) is
+    /// told e when the epoch's loop begins, before any sample of it loads: random transforms draw
+    /// new crops and flips every epoch, the same for a seed whatever num_workers.
     generator<Batch> epoch(std::uint64_t e) {
         next_epoch_ = e + 1;
-        return run(dataset_, batches_of_(e), workers_);
+        return run(dataset_, batches_of_(e), workers_, epoch_setter(e));
     }
     /// The batches of the current epoch, then advances it.
     generator<Batch> operator()() { return epoch(next_epoch_); }
@@ -114,8 +125,37 @@ public:
 
 private:
     using Slot = std::variant<Batch, std::exception_ptr>;
+    struct mutable_tag {};
+
+    DataLoader(mutable_tag, std::shared_ptr<const D> dataset, D* mut, LoaderOptions opts)
+        : dataset_(std::move(dataset)), mutable_(mut), workers_{opts.num_workers, opts.prefetch} {
+        check_dataset();
+        if (opts.batch_size == 0) throw value_error("DataLoader: batch_size must be positive, got 0");
+        const std::size_t n = dataset_->size();
+        if (opts.shuffle)
+            use(BatchedSampler<RandomSampler>(RandomSampler(n, opts.seed), opts.batch_size, opts.drop_last));
+        else
+            use(BatchedSampler<SequentialSampler>(SequentialSampler(n), opts.batch_size, opts.drop_last));
+    }
+    template <BatchSampler S>
+    DataLoader(mutable_tag, std::shared_ptr<const D> dataset, D* mut, S batch_sampler, WorkerOptions workers)
+        : dataset_(std::move(dataset)), mutable_(mut), workers_(workers) {
+        check_dataset();
+        use(std::move(batch_sampler));
+    }
 
     static std::shared_ptr<const D> borrow(const D& d) { return std::shared_ptr<const D>(std::shared_ptr<void>{}, &d); }
+
+    /// What tells the dataset the epoch (empty for a dataset without set_epoch).
+    std::function<void()> epoch_setter(std::uint64_t e) const {
+        if constexpr (ConstEpochAware<D>) {
+            return [d = dataset_.get(), e] { d->set_epoch(e); };
+        } else if constexpr (EpochAware<D>) {
+            return [d = mutable_, e] { d->set_epoch(e); };  // non-null: the const constructors refuse D
+        } else {
+            return {};
+        }
+    }
 
     void check_dataset() const {
         if (!dataset_) throw value_error("DataLoader: the dataset pointer is null");
@@ -249,8 +289,10 @@ private:
     /// mistranslates a co_yield in a coroutine whose signature depends on one ("'__T0' was not
     /// declared"), so the dataset travels as a shared_ptr<const void>, which keeps it alive and
     /// still points at the D.
-    static generator<Batch> run(std::shared_ptr<const void> dataset, BatchList batches, WorkerOptions opts) {
+    static generator<Batch> run(std::shared_ptr<const void> dataset, BatchList batches, WorkerOptions opts,
+                                std::function<void()> begin_epoch) {
         const D& ds = *static_cast<const D*>(dataset.get());
+        if (begin_epoch) begin_epoch();  // at the loop's begin(), before any worker starts
         if (opts.num_workers == 0) {
             Batch b;
             for (std::size_t k = 0; k < batches.size(); ++k) {
@@ -270,6 +312,7 @@ private:
     }
 
     std::shared_ptr<const D> dataset_;
+    D* mutable_ = nullptr;  // the same dataset when given non-const: its set_epoch may be non-const
     WorkerOptions workers_;
     std::function<BatchList(std::uint64_t)> batches_of_;
     std::size_t num_batches_ = 0;
@@ -282,3 +325,5 @@ template <Dataset D, BatchSampler S>
 DataLoader(std::shared_ptr<D>, S, WorkerOptions = {}) -> DataLoader<std::remove_const_t<D>>;
 
 }  // namespace oar::data
+
+#undef OAR_DATALOADER_CONST_EPOCH_MESSAGE

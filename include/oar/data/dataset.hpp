@@ -37,6 +37,15 @@ concept Dataset = requires(const D& d, std::size_t i, std::span<float> out) {
     { d.get(i) } -> std::same_as<Sample>;
 };
 
+/// A dataset whose samples depend on the epoch (random transforms draw anew each epoch): DataLoader
+/// (and so Model::fit) calls set_epoch(e) when epoch e's loop begins. ConstEpochAware: callable on a
+/// const dataset (TransformDataset's is), so a loader or a wrapper given the dataset as const
+/// reaches it too.
+template <class D>
+concept EpochAware = requires(D& d, std::uint64_t e) { d.set_epoch(e); };
+template <class D>
+concept ConstEpochAware = requires(const D& d, std::uint64_t e) { d.set_epoch(e); };
+
 /// Implements get() from load() for a dataset type (CRTP), so a dataset writes only load().
 template <class Derived>
 struct dataset_base {

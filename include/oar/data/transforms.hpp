@@ -304,12 +304,18 @@ private:
 /// Dataset type held by value, or `const X&` to borrow one the caller keeps alive (what
 /// transform() makes of an lvalue). dims() is the last transform's output; every transform's
 /// output_dims is checked when the adaptor is made (shape_error naming the transform's position).
-/// load() is const and thread-safe; set_seed/set_epoch are not, call them between epochs.
+/// load() is const and thread-safe; set_seed/set_epoch are not, call them between epochs (the
+/// DataLoader calls set_epoch before an epoch's first load).
 template <class D, class... Ts>
     requires(std::is_object_v<D> || std::is_lvalue_reference_v<D>) && Dataset<std::remove_cvref_t<D>> &&
             (Transform<Ts> && ...)
 class TransformDataset : public dataset_base<TransformDataset<D, Ts...>> {
 public:
+    using Base = std::remove_cvref_t<D>;
+    static_assert(!(std::is_reference_v<D> && EpochAware<Base> && !ConstEpochAware<Base>),
+                  "oar: TransformDataset: the borrowed base dataset's set_epoch is not const, so the adaptor could "
+                  "not pass the epoch on: move the base in (transform(std::move(base), ...)) or make set_epoch const");
+
     explicit TransformDataset(D data, Ts... transforms)
         : data_(static_cast<D&&>(data)), transforms_(std::move(transforms)...) {
         dims_[0] = data_.dims();
@@ -341,8 +347,21 @@ public:
 
     void set_seed(std::uint64_t seed) { seed_ = seed; }
     std::uint64_t seed() const { return seed_; }
-    /// Each epoch draws new random crops and flips (epoch taken mod 2^40).
-    void set_epoch(std::uint64_t epoch) { epoch_ = epoch; }
+    /// Each epoch draws new random crops and flips (epoch taken mod 2^40). DataLoader and
+    /// Model::fit call it at each epoch's start, so it is const (the epoch is the adaptor's only
+    /// mutable state) and reaches a borrowed adaptor; it passes the epoch on to a base dataset
+    /// that takes one (an adaptor over an adaptor).
+    void set_epoch(std::uint64_t epoch) const {
+        epoch_ = epoch;
+        if constexpr (ConstEpochAware<Base>) data_.set_epoch(epoch);
+    }
+    /// A base held by value whose set_epoch is not const is reached through a non-const adaptor.
+    void set_epoch(std::uint64_t epoch)
+        requires(!std::is_reference_v<D> && EpochAware<Base> && !ConstEpochAware<Base>)
+    {
+        epoch_ = epoch;
+        data_.set_epoch(epoch);
+    }
     std::uint64_t epoch() const { return epoch_; }
 
     const std::remove_cvref_t<D>& base() const { return data_; }
@@ -377,7 +396,8 @@ private:
     D data_;
     std::tuple<Ts...> transforms_;
     std::array<Dims, sizeof...(Ts) + 1> dims_{};
-    std::uint64_t seed_ = 0, epoch_ = 0;
+    std::uint64_t seed_ = 0;
+    mutable std::uint64_t epoch_ = 0;  // set between epochs (set_epoch), read by load
 };
 
 /// `data` with `transforms` applied on load, like paddle's dataset + transforms. An lvalue dataset
