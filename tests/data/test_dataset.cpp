@@ -8,6 +8,7 @@
 #include <span>     // std::span
 #include <string>   // std::string
 #include <thread>   // std::thread: concurrent loads
+#include <type_traits>  // std::is_constructible_v: a temporary base is refused
 #include <utility>  // std::move
 #include <vector>   // std::vector
 
@@ -198,4 +199,52 @@ TEST_CASE("concurrent loads from several threads give the same values as serial 
     for (auto& t : threads) t.join();
     CHECK(parallel == serial);
     CHECK(parallel_labels == serial_labels);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Subset
+
+#include <oar/data/transforms.hpp>  // transform, RandomCrop: a Subset passes the epoch on
+
+TEST_CASE("Subset views the base's samples at the given indices, in their order, repeats allowed") {
+    std::vector<float> images(5 * 2);
+    std::vector<std::int64_t> labels(5);
+    for (std::size_t i = 0; i < 5; ++i) {
+        images[2 * i] = static_cast<float>(i);
+        images[2 * i + 1] = static_cast<float>(10 * i);
+        labels[i] = static_cast<std::int64_t>(100 + i);
+    }
+    const InMemoryDataset base(images, labels, make_dims(2));
+    const Subset sub(base, {4, 1, 1});
+    static_assert(Dataset<decltype(sub)>);
+    CHECK(sub.size() == 3);
+    CHECK(sub.dims() == make_dims(2));
+    const Sample s0 = sub.get(0), s2 = sub.get(2);
+    CHECK(s0.label == 104);
+    CHECK(s0.image == std::vector<float>{4.0f, 40.0f});
+    CHECK(s2.label == 101);
+    CHECK(sub.indices()[1] == 1);
+    const auto tail = Subset<InMemoryDataset>::range(base, 3, 2);
+    CHECK(tail.size() == 2);
+    CHECK(tail.get(1).label == 104);
+}
+
+TEST_CASE("Subset refuses an index past the base and a load past itself, naming them") {
+    const InMemoryDataset base(std::vector<float>(3), {0, 1, 2}, make_dims(1));
+    CHECK(contains(message_of<oar::value_error>([&] { (void)Subset(base, {0, 3}); }), "index 3 (position 1) is out of range for a dataset of 3"));
+    CHECK(contains(message_of<oar::value_error>([&] { (void)Subset<InMemoryDataset>::range(base, 2, 2); }), "[2, 4) of a dataset of 3"));
+    const Subset sub(base, {2});
+    float out = 0;
+    CHECK(contains(message_of<oar::value_error>([&] { (void)sub.load(1, std::span<float>(&out, 1)); }), "sample index 1 is out of range (size 1)"));
+    static_assert(!std::is_constructible_v<Subset<InMemoryDataset>, InMemoryDataset&&, std::vector<std::size_t>>);
+}
+
+TEST_CASE("Subset passes set_epoch on to a base that takes one") {
+    const InMemoryDataset base(std::vector<float>(4 * 9, 1.0f), {0, 1, 2, 3}, make_dims(1, 3, 3));
+    const auto aug = transform(base, RandomCrop(3, 1));
+    const Subset sub(aug, {3, 0});
+    static_assert(ConstEpochAware<decltype(sub)>);
+    static_assert(!EpochAware<Subset<InMemoryDataset>>);
+    sub.set_epoch(6);
+    CHECK(aug.epoch() == 6);
 }

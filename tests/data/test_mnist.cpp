@@ -99,3 +99,20 @@ TEST_CASE("slice refuses ranges past the end") {
     CHECK(data::slice(s, 1, 2).pixels == std::vector<std::uint8_t>{2, 3});
     CHECK_THROWS_WITH_AS(data::slice(s, 2, 2), doctest::Contains("slice [2, 4) of a set of 3 samples"), value_error);
 }
+
+TEST_CASE("load_mnist_datasets gives the course's split as datasets scaled to [-1, 1], as train_mnist feeds them") {
+    TempDir dir;
+    write_pair(dir.path, "train", 12);
+    write_pair(dir.path, "t10k", 5);
+    const auto [train, valid, test] = data::load_mnist_datasets(dir.path.string(), 4);
+    CHECK(train.size() == 8);
+    CHECK(valid.size() == 4);
+    CHECK(test.size() == 5);
+    CHECK(train.dims() == make_dims(1, 4, 3));
+    const data::Sample v0 = valid.get(0);  // training sample 8: pixels 8, label 8
+    CHECK(v0.label == 8);
+    CHECK(v0.image[0] == doctest::Approx(8.0 / 127.5 - 1.0));
+    const data::Sample t4 = test.get(4);
+    CHECK(t4.label == 4);
+    CHECK(t4.image.back() == doctest::Approx(4.0 / 127.5 - 1.0));
+}

@@ -1,6 +1,7 @@
 // Datasets, as paddle.io.Dataset: something with a size and a way to get sample i. Samples are a
 // fixed-shape float image plus an integer label. `load(i, out)` writes straight into a batch
-// buffer (no allocation); `get(i)` returns an owning Sample for convenience.
+// buffer (no allocation); `get(i)` returns an owning Sample for convenience. Subset views some
+// samples of another dataset.
 #pragma once
 
 #include <concepts>  // std::convertible_to, std::same_as
@@ -127,7 +128,55 @@ private:
     float scale_ = 1.0f / 127.5f, shift_ = -1.0f;
 };
 
+/// A view of some samples of another dataset (paddle.io.Subset, torch.utils.data.Subset): sample k
+/// is the base's sample indices[k]. The base is borrowed (it must outlive the subset; a temporary
+/// is refused). Indices may repeat; each must be below the base's size (value_error naming the
+/// first that is not). set_epoch reaches a base that takes one (a TransformDataset).
+template <Dataset D>
+class Subset : public dataset_base<Subset<D>> {
+public:
+    Subset(const D& base, std::vector<std::size_t> indices) : base_(&base), indices_(std::move(indices)) {
+        const std::size_t n = base.size();
+        for (std::size_t k = 0; k < indices_.size(); ++k)
+            if (indices_[k] >= n)
+                throw value_error(detail::concat("Subset: index ", indices_[k], " (position ", k,
+                                                 ") is out of range for a dataset of ", n, " samples"));
+    }
+    Subset(const D&&, std::vector<std::size_t>) = delete;  // would dangle
+
+    /// Samples [first, first + count) of `base`, e.g. a validation split.
+    static Subset range(const D& base, std::size_t first, std::size_t count) {
+        if (first > base.size() || count > base.size() - first)
+            throw value_error(detail::concat("Subset::range: [", first, ", ", first + count, ") of a dataset of ",
+                                             base.size(), " samples"));
+        std::vector<std::size_t> idx(count);
+        for (std::size_t k = 0; k < count; ++k) idx[k] = first + k;
+        return Subset(base, std::move(idx));
+    }
+
+    std::size_t size() const { return indices_.size(); }
+    Dims dims() const { return base_->dims(); }
+    std::int64_t load(std::size_t i, std::span<float> out) const {
+        if (i >= indices_.size())
+            throw value_error(detail::concat("Subset: sample index ", i, " is out of range (size ", indices_.size(), ")"));
+        return base_->load(indices_[i], out);
+    }
+    void set_epoch(std::uint64_t e) const
+        requires ConstEpochAware<D>
+    {
+        base_->set_epoch(e);
+    }
+
+    const D& base() const { return *base_; }
+    std::span<const std::size_t> indices() const { return indices_; }
+
+private:
+    const D* base_;
+    std::vector<std::size_t> indices_;
+};
+
 static_assert(Dataset<InMemoryDataset>);
 static_assert(Dataset<ByteImageDataset>);
+static_assert(Dataset<Subset<InMemoryDataset>>);
 
 }  // namespace oar::data

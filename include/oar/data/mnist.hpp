@@ -1,6 +1,7 @@
 // MNIST-style IDX folders (MNIST, Fashion-MNIST): find the four files (.gz or raw), load them and
 // split like PaddlePaddle's course: train = the first 50,000 training images, valid = the last
-// 10,000, test = the 10,000 t10k images. Pixels stay uint8 here; batches are made by the caller.
+// 10,000, test = the 10,000 t10k images. load_mnist keeps the pixels uint8 (batches are made by the
+// caller); load_mnist_datasets gives the same split as ready datasets for DataLoader and Model::fit.
 #pragma once
 
 #include <cstddef>     // std::size_t
@@ -12,6 +13,7 @@
 
 #include "../core/error.hpp"   // io_error, value_error
 #include "../core/tensor.hpp"  // Tensor
+#include "dataset.hpp"         // ByteImageDataset: load_mnist_datasets
 #include "idx.hpp"            // read_idx_pair, LabeledImages
 
 namespace oar::data {
@@ -95,6 +97,23 @@ inline MnistSplits load_mnist(const std::string& dir, std::size_t valid_count = 
     }
     s.test = std::move(test);
     return s;
+}
+
+/// The course's split as ready datasets: (1, rows, cols) images scaled to [-1, 1] (x / 127.5 - 1,
+/// the course's normalisation, as train_mnist feeds them) and their labels.
+struct MnistDatasets {
+    ByteImageDataset train, valid, test;
+};
+
+/// load_mnist(dir, valid_count) as datasets: `auto [train, valid, test] = load_mnist_datasets(dir);`
+/// then `model.fit(train, &valid, ...)`, `model.evaluate(test)`.
+inline MnistDatasets load_mnist_datasets(const std::string& dir, std::size_t valid_count = 10000) {
+    MnistSplits s = load_mnist(dir, valid_count);
+    auto as_dataset = [](LabeledImages& set) {
+        const Dims dims = make_dims(1, set.rows, set.cols);
+        return ByteImageDataset(std::move(set.pixels), std::move(set.labels), dims);
+    };
+    return {as_dataset(s.train), as_dataset(s.valid), as_dataset(s.test)};
 }
 
 }  // namespace oar::data
