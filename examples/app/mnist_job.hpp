@@ -135,7 +135,8 @@ int train(const Config& c, const Run& run, const Splits<D>& data, Net& net, auto
                                        oar::data::WorkerOptions{.num_workers = c.workers})
             : oar::data::DataLoader<D>(data.train, {.batch_size = c.batch_size, .shuffle = true, .drop_last = false,
                                                     .num_workers = c.workers, .seed = c.seed});
-    const oar::FitOptions fit{.epochs = c.epochs, .batch_size = c.batch_size, .log_freq = std::max<std::size_t>(c.log_every, 1),
+    // The loader has the batch size, order and workers (fit over a loader refuses them in FitOptions).
+    const oar::FitOptions fit{.epochs = c.epochs, .log_freq = std::max<std::size_t>(c.log_every, 1),
                               .seed = c.seed, .eval_batch_size = 1000};
 
     // Under mpirun a rank's stdout is often a pseudo-terminal of Open MPI's even when mpirun's own

@@ -322,3 +322,164 @@ TEST_CASE("a network on a device checkpoints through the common code and refuses
                                            "add_layer_hook) but the network is on the GPU"),
                          oar::value_error);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 24: an API without traps
+
+#include <oar/data/transforms.hpp>  // transform, RandomCrop, RandomHorizontalFlip: an augmented set
+
+#include <iostream>  // std::cerr: fit's note
+#include <sstream>   // std::ostringstream: capturing it
+
+#include "support/errors.hpp"  // message_of, contains
+
+namespace {
+/// Captures std::cerr while alive.
+struct CaptureCerr {
+    std::ostringstream out;
+    std::streambuf* old = std::cerr.rdbuf(out.rdbuf());
+    ~CaptureCerr() { std::cerr.rdbuf(old); }
+};
+
+using oar_test::contains;
+
+/// Stops fit after its first step.
+struct StopNow {
+    template <class M>
+    void on_train_batch_end(M& m, const oar::Logs&) { m.stop_training(); }
+};
+}  // namespace
+
+TEST_CASE("fit tells an augmented dataset each epoch: other crops every epoch, the same per seed and num_workers") {
+    const auto base = toy(40);
+    auto run = [&](std::size_t workers, std::uint64_t seed) {
+        auto aug = oar::data::transform(base, oar::data::RandomCrop(6, 1), oar::data::RandomHorizontalFlip());
+        aug.set_seed(seed);
+        Net net(4);
+        oar::Adam opt(net.parameters(), {.learning_rate = 0.01f});
+        oar::Model model(net);
+        model.prepare(opt);
+        std::vector<std::uint64_t> epochs;
+        struct Epochs {
+            decltype(aug)* a;
+            std::vector<std::uint64_t>* e;
+            void on_epoch_end(const oar::Logs&) { e->push_back(a->epoch()); }
+        };
+        model.fit(aug, {.epochs = 3, .batch_size = 8, .num_workers = workers, .seed = 2}, Epochs{&aug, &epochs});
+        CHECK(epochs == std::vector<std::uint64_t>{0, 1, 2});
+        return weights(net);
+    };
+    const auto w0 = run(0, 1);
+    CHECK(bitwise_equal(w0, run(2, 1)));   // the same bits whatever num_workers
+    CHECK(!bitwise_equal(w0, run(0, 5)));  // another seed, other crops
+    // Through a ready loader too, and the samples differ from epoch to epoch.
+    auto aug = oar::data::transform(base, oar::data::RandomCrop(6, 1));
+    oar::data::DataLoader loader(aug, {.batch_size = 40});
+    std::vector<std::vector<float>> firsts;
+    Net net(4);
+    oar::Adam opt(net.parameters(), {.learning_rate = 0.01f});
+    oar::Model model(net);
+    model.prepare(opt);
+    struct Peek {
+        decltype(aug)* a;
+        std::vector<std::vector<float>>* f;
+        void on_epoch_begin(const oar::Logs&) {}
+        void on_train_batch_end(const oar::Logs&) { f->push_back(a->get(0).image); }
+    };
+    model.fit(loader, {.epochs = 3}, Peek{&aug, &firsts});
+    REQUIRE(firsts.size() == 3);
+    CHECK(aug.epoch() == 2);
+    CHECK((firsts[0] != firsts[1] || firsts[1] != firsts[2]));
+}
+
+TEST_CASE("fit without validation: fit(train), fit(train, nullptr, opts), fit(loader), fit(loader, nullptr, opts)") {
+    const auto train = toy(40);
+    Net a(6), b(6), c(6), d(6);
+    oar::SGD oa(a.parameters(), {.learning_rate = 0.05f}), ob(b.parameters(), {.learning_rate = 0.05f}),
+        oc(c.parameters(), {.learning_rate = 0.05f}), od(d.parameters(), {.learning_rate = 0.05f});
+    oar::Model ma(a), mb(b), mc(c), md(d);
+    ma.prepare(oa);
+    mb.prepare(ob);
+    mc.prepare(oc);
+    md.prepare(od);
+    CHECK(ma.fit(train).epochs.size() == 1);  // one epoch of batch size 1, shuffled with seed 0
+    CHECK(mb.fit(train, nullptr, {}).epochs.size() == 1);
+    oar::data::DataLoader lc(train, {.shuffle = true}), ld(train, {.shuffle = true});
+    CHECK(mc.fit(lc).epochs.size() == 1);
+    Recorder rec;
+    CHECK(md.fit(ld, nullptr, {.epochs = 1}, rec).epochs.size() == 1);
+    CHECK_FALSE(rec.epochs[0].has_eval);
+    CHECK(bitwise_equal(weights(a), weights(b)));
+    CHECK(bitwise_equal(weights(a), weights(c)));
+    CHECK(bitwise_equal(weights(a), weights(d)));
+}
+
+TEST_CASE("fit over a loader refuses the options it would ignore, naming them") {
+    const auto train = toy(20);
+    Net net(1);
+    oar::SGD opt(net.parameters(), {.learning_rate = 0.05f});
+    oar::Model model(net);
+    model.prepare(opt);
+    oar::data::DataLoader loader(train, {.batch_size = 4});
+    using oar_test::contains;
+    using oar_test::message_of;
+    CHECK(contains(message_of<oar::value_error>([&] { model.fit(loader, {.batch_size = 4}); }), "FitOptions::batch_size is set"));
+    CHECK(contains(message_of<oar::value_error>([&] { model.fit(loader, {.shuffle = false}); }), "FitOptions::shuffle"));
+    CHECK(contains(message_of<oar::value_error>([&] { model.fit(loader, nullptr, {.drop_last = true}); }), "FitOptions::drop_last"));
+    CHECK(contains(message_of<oar::value_error>([&] { model.fit(loader, &train, {.num_workers = 2}); }), "FitOptions::num_workers"));
+    CHECK(model.progress().global_step == 0);  // refused before training
+    CHECK_NOTHROW(model.fit(loader, {.epochs = 1, .seed = 3, .eval_batch_size = 7}));
+}
+
+TEST_CASE("fit with batch size 1 over a large dataset says so on stderr; verbose 0 or batches say nothing") {
+    const auto big = toy(oar::FitOptions::large_set_note + 1);
+    Net net(1);
+    oar::SGD opt(net.parameters(), {.learning_rate = 0.001f});
+    oar::Model model(net);
+    model.prepare(opt);
+    {
+        CaptureCerr cap;
+        model.fit(big, {.verbose = 1}, StopNow{});
+        CHECK(contains(cap.out.str(), "batch_size is 1 (the default, as Paddle's): 10001 steps an epoch"));
+    }
+    for (const oar::FitOptions& o : {oar::FitOptions{.verbose = 0}, oar::FitOptions{.batch_size = 64}}) {
+        CaptureCerr cap;
+        model.fit(big, o, StopNow{});
+        CHECK(cap.out.str().empty());
+    }
+    CaptureCerr cap;
+    model.fit(toy(100), {.verbose = 2}, StopNow{});
+    CHECK(cap.out.str().empty());
+}
+
+TEST_CASE("predict(images) gives each sample's class and the softmax of its outputs, without labels") {
+    const auto train = toy(200), test = toy(30, 700);
+    Net net(3);
+    oar::Adam opt(net.parameters(), {.learning_rate = 0.01f});
+    oar::Model model(net);
+    model.prepare(opt, {}, {oar::top_k_accuracy()});  // {}: the default loss, no explicit-constructor warning
+    model.fit(train, {.epochs = 3, .batch_size = 20});
+    oar::Tensor images(test.size(), test.dims());
+    std::copy(test.images().begin(), test.images().end(), images.data());
+    const oar::Prediction p = model.predict(images, 7);  // in batches of 7: 7, 7, 7, 7, 2
+    REQUIRE(p.classes.size() == 30);
+    CHECK(p.probabilities.batch() == 30);
+    const oar::Tensor logits = model.predict(test);
+    const std::size_t k = logits.dims().size();
+    CHECK(p.probabilities.dims().size() == k);
+    std::size_t right = 0;
+    for (std::size_t i = 0; i < 30; ++i) {
+        const float* row = logits.data() + i * k;
+        const float* prob = p.probabilities.data() + i * k;
+        CHECK(p.classes[i] == std::max_element(row, row + k) - row);
+        double sum = 0.0;
+        for (std::size_t c = 0; c < k; ++c) sum += prob[c];
+        CHECK(sum == doctest::Approx(1.0).epsilon(1e-5));
+        CHECK(prob[p.classes[i]] == *std::max_element(prob, prob + k));
+        right += p.classes[i] == test.labels()[i];
+    }
+    CHECK(right >= 27);
+    CHECK(net.training());
+    oar::Tensor wrong(2, oar::make_dims(36));
+    CHECK(contains(oar_test::message_of<oar::shape_error>([&] { (void)model.predict(wrong); }), "the network takes"));
+}

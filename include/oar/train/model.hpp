@@ -12,8 +12,10 @@
 
 #include <algorithm>    // std::copy: predict's rows
 #include <chrono>       // std::chrono::steady_clock: step timings
+#include <cmath>        // std::exp: predict's probabilities
 #include <concepts>     // std::convertible_to
-#include <cstddef>      // std::size_t
+#include <cstddef>      // std::size_t, std::nullptr_t
+#include <iostream>     // std::cerr: fit's note on a batch size of 1 over a large set
 #include <cstdint>      // std::int64_t, std::uint64_t
 #include <functional>   // std::function: the type-erased optimizer and gradient sync
 #include <map>          // std::map: a checkpoint's extra state
@@ -65,7 +67,14 @@ concept LabelLoss = requires(L& l, TensorView out, std::span<const std::int64_t>
 /// fit's settings, as paddle.Model.fit's arguments. epochs counts from 0 to epochs - 1 (a resumed
 /// model starts at its progress().epoch); eval_freq: validate after every eval_freq-th epoch and
 /// after the last; log_freq and verbose are for the loggers.
+/// batch_size, shuffle, drop_last and num_workers make the loader of fit(dataset, ...); fit over a
+/// ready DataLoader has the loader's own and refuses them (value_error naming the option) when
+/// they are not the defaults here, rather than ignoring them. batch_size defaults to 1 as Paddle's
+/// Model.fit and PyTorch's DataLoader do; fit(dataset) with batch size 1 over more than
+/// `large_set_note` samples and verbose > 0 prints a note on stderr saying so (one step a sample
+/// is seldom what was meant).
 struct FitOptions {
+    static constexpr std::size_t large_set_note = 10000;
     std::size_t epochs = 1;
     std::size_t batch_size = 1;
     bool shuffle = true;
@@ -75,7 +84,14 @@ struct FitOptions {
     std::size_t eval_freq = 1;
     int verbose = 2;
     std::uint64_t seed = 0;            ///< the shuffle's seed (the order is a function of (seed, epoch))
-    std::size_t eval_batch_size = 0;   ///< 0: batch_size
+    std::size_t eval_batch_size = 0;   ///< 0: batch_size with a dataset, 256 (evaluate's) with a loader
+};
+
+/// predict(images)'s answer: per sample, the most probable class and every class's probability
+/// (the softmax of the network's outputs, as paddle's / torch's argmax(softmax(logits))).
+struct Prediction {
+    std::vector<std::int64_t> classes;  ///< [N]
+    Tensor probabilities;               ///< [N, classes], each row sums to 1
 };
 
 /// evaluate()'s answer: the mean loss and each metric over the whole dataset.
@@ -110,6 +126,28 @@ struct Progress {
 
 /// paddle.Model over a Network. The network is borrowed (it must outlive the model), so the
 /// manual loop and the model can take turns on it. prepare() borrows the optimizer too.
+namespace detail {
+/// prepare's loss argument: `{}` is the default loss (the losses' constructors are explicit, so a
+/// plain Loss parameter would turn `prepare(opt, {}, metrics)` into a copy-list-initialisation
+/// through an explicit constructor); a Loss converts implicitly.
+template <class L>
+struct loss_arg {
+    L value{};
+    loss_arg() = default;
+    loss_arg(L l) : value(std::move(l)) {}  // NOLINT(google-explicit-constructor): implicit on purpose
+};
+/// A dataset seen without its set_epoch: evaluate and predict read a set as it is, without moving
+/// its epoch (a dataset whose set_epoch is not const may then be given as const).
+template <data::Dataset D>
+struct epochless : data::dataset_base<epochless<D>> {
+    const D* d;
+    explicit epochless(const D& set) : d(&set) {}
+    std::size_t size() const { return d->size(); }
+    Dims dims() const { return d->dims(); }
+    std::int64_t load(std::size_t i, std::span<float> out) const { return d->load(i, out); }
+};
+}  // namespace detail
+
 template <class Net, LabelLoss Loss = CrossEntropyLoss<typename backend_of<Net>::type>>
 class Model {
 public:
@@ -124,8 +162,9 @@ public:
     explicit Model(Net& net) : net_(&net) {}
 
     /// The optimizer (borrowed: it must outlive the model), the loss and the metrics.
+    /// `prepare(opt)`, `prepare(opt, {}, {Accuracy{}})` (the default loss) or `prepare(opt, loss, metrics)`.
     template <Optimizer O>
-    void prepare(O& optimizer, Loss loss = Loss{}, std::vector<Metric> metrics = {}) {
+    void prepare(O& optimizer, detail::loss_arg<Loss> loss = {}, std::vector<Metric> metrics = {}) {
         opt_step_ = [&optimizer] { optimizer.step(); };
         opt_clear_ = [&optimizer] { optimizer.clear_grad(); };
         opt_lr_ = [&optimizer] { return optimizer.learning_rate(); };
@@ -139,7 +178,7 @@ public:
             return oar::load_checkpoint(dir, stem, *net_, optimizer);
         };
         optimizer_type_ = &typeid(O);
-        loss_ = std::move(loss);
+        loss_ = std::move(loss.value);
         metrics_ = std::move(metrics);
         for (std::size_t i = 0; i < metrics_.size(); ++i)
             for (std::size_t j = 0; j < i; ++j)
@@ -266,23 +305,74 @@ public:
 
     /// Trains from progress().epoch to opts.epochs - 1 on `train`, validating on `valid` (if not
     /// null) every eval_freq epochs; each callback sees every event. Returns the History.
-    template <data::Dataset D, data::Dataset V, class... Cbs>
-    History fit(const D& train, const V* valid, FitOptions opts, Cbs&&... cbs) {
+    /// `fit(train)`, `fit(train, opts, callbacks...)` and `fit(train, nullptr, opts, ...)` train
+    /// without validation. The epoch reaches a dataset with set_epoch (random transforms).
+    template <class DS, data::Dataset V, class... Cbs>
+        requires data::Dataset<std::remove_cvref_t<DS>>
+    History fit(DS&& train, const V* valid, FitOptions opts, Cbs&&... cbs) {
+        using D = std::remove_cvref_t<DS>;
+        // Borrowed for fit's duration; non-const when given so, so a non-const set_epoch is reached.
         data::DataLoader<D> loader(train, {.batch_size = opts.batch_size,
                                            .shuffle = opts.shuffle,
                                            .drop_last = opts.drop_last,
                                            .num_workers = opts.num_workers,
                                            .seed = opts.seed});
-        return fit(loader, valid, opts, std::forward<Cbs>(cbs)...);
+        if (opts.batch_size == 1 && opts.verbose > 0 && loader.dataset().size() > FitOptions::large_set_note)
+            std::cerr << "oar: Model::fit: batch_size is 1 (the default, as Paddle's): " << loader.dataset().size()
+                      << " steps an epoch; set FitOptions::batch_size (e.g. 64) for batches\n";
+        return fit_impl(loader, valid, opts, opts.eval_batch_size ? opts.eval_batch_size : opts.batch_size,
+                        std::forward<Cbs>(cbs)...);
     }
-    template <data::Dataset D, class... Cbs>
-    History fit(const D& train, FitOptions opts, Cbs&&... cbs) {
-        return fit(train, static_cast<const D*>(nullptr), opts, std::forward<Cbs>(cbs)...);
+    template <class DS, class... Cbs>
+        requires data::Dataset<std::remove_cvref_t<DS>>
+    History fit(DS&& train, std::nullptr_t, FitOptions opts = {}, Cbs&&... cbs) {
+        return fit(std::forward<DS>(train), static_cast<const std::remove_cvref_t<DS>*>(nullptr), opts,
+                   std::forward<Cbs>(cbs)...);
     }
-    /// The same over a ready loader (e.g. with a DistributedBatchSampler); opts' batch and
-    /// shuffle settings are the loader's own then.
+    template <class DS, class... Cbs>
+        requires data::Dataset<std::remove_cvref_t<DS>>
+    History fit(DS&& train, FitOptions opts = {}, Cbs&&... cbs) {
+        return fit(std::forward<DS>(train), static_cast<const std::remove_cvref_t<DS>*>(nullptr), opts,
+                   std::forward<Cbs>(cbs)...);
+    }
+    /// The same over a ready loader (e.g. with a DistributedBatchSampler): its batches, order and
+    /// workers are the loader's own, so opts' batch_size, shuffle, drop_last and num_workers must
+    /// stay at their defaults (value_error naming the first that does not). Validation batches
+    /// are eval_batch_size, else 256.
     template <data::Dataset D, data::Dataset V, class... Cbs>
     History fit(data::DataLoader<D>& loader, const V* valid, FitOptions opts, Cbs&&... cbs) {
+        check_loader_options(opts);
+        return fit_impl(loader, valid, opts, opts.eval_batch_size ? opts.eval_batch_size : 256,
+                        std::forward<Cbs>(cbs)...);
+    }
+    template <data::Dataset D, class... Cbs>
+    History fit(data::DataLoader<D>& loader, std::nullptr_t, FitOptions opts = {}, Cbs&&... cbs) {
+        return fit(loader, static_cast<const D*>(nullptr), opts, std::forward<Cbs>(cbs)...);
+    }
+    template <data::Dataset D, class... Cbs>
+    History fit(data::DataLoader<D>& loader, FitOptions opts = {}, Cbs&&... cbs) {
+        return fit(loader, static_cast<const D*>(nullptr), opts, std::forward<Cbs>(cbs)...);
+    }
+
+private:
+    /// FitOptions a ready loader would make fit ignore: refused unless at their defaults.
+    static void check_loader_options(const FitOptions& o) {
+        const FitOptions d{};
+        const char* bad = o.batch_size != d.batch_size     ? "batch_size"
+                          : o.shuffle != d.shuffle         ? "shuffle"
+                          : o.drop_last != d.drop_last     ? "drop_last"
+                          : o.num_workers != d.num_workers ? "num_workers"
+                                                           : nullptr;
+        if (bad)
+            throw value_error(detail::concat("Model::fit: FitOptions::", bad,
+                                             " is set, but fit over a DataLoader uses the loader's batches, order "
+                                             "and workers; give it in the loader's options (LoaderOptions) and leave "
+                                             "FitOptions::", bad, " at its default"));
+    }
+
+    template <data::Dataset D, data::Dataset V, class... Cbs>
+    History fit_impl(data::DataLoader<D>& loader, const V* valid, FitOptions opts, std::size_t eval_batch,
+                     Cbs&&... cbs) {
         static_assert((Callback<std::remove_cvref_t<Cbs>, Model> && ...),
                       "oar: each of fit's callbacks needs at least one hook: on_train_begin, on_epoch_begin, "
                       "on_train_batch_end, on_epoch_end, on_eval_end or on_train_end, taking (model, logs) or (logs)");
@@ -304,6 +394,13 @@ public:
         logs.global_step = progress_.global_step;
         logs.epoch = progress_.epoch;
         logs.lr = opt_lr_();
+        // What the epochs will log, so callbacks check their monitors before anything trains.
+        logs.will_log = {"loss", "lr"};
+        for (const auto& m : metrics_) logs.will_log.push_back(m.name());
+        if (valid) {
+            logs.will_log.push_back("eval_loss");
+            for (const auto& m : metrics_) logs.will_log.push_back("eval_" + m.name());
+        }
         (detail::cb_train_begin(cbs, *this, logs), ...);
         for (std::size_t epoch = progress_.epoch; epoch < opts.epochs && !stop_; ++epoch) {
             logs = Logs{};
@@ -345,8 +442,7 @@ public:
             progress_.step_in_epoch = 0;
             logs.loss = logs.samples ? loss_sum / static_cast<double>(logs.samples) : 0.0;
             if (valid && ((epoch + 1) % opts.eval_freq == 0 || epoch + 1 == opts.epochs)) {
-                const EvalResult r = evaluate_impl(*valid, opts.eval_batch_size ? opts.eval_batch_size : opts.batch_size,
-                                                   epoch, cbs...);
+                const EvalResult r = evaluate_impl(*valid, eval_batch, epoch, cbs...);
                 logs.has_eval = true;
                 logs.eval_loss = r.loss;
                 logs.eval_metrics = r.metrics;
@@ -363,7 +459,9 @@ public:
         return history;
     }
 
-    /// Mean loss and metrics over `set` in eval mode (dropout off), batches of batch_size.
+public:
+    /// Mean loss and metrics over `set` in eval mode (dropout off), batches of batch_size. The
+    /// set's epoch (a TransformDataset's) is left as it is.
     template <data::Dataset D>
     EvalResult evaluate(const D& set, std::size_t batch_size = 256) {
         check_prepared("evaluate");
@@ -373,12 +471,14 @@ public:
         return r;
     }
 
-    /// The network's outputs for every sample of `set`, in order, in eval mode: [N, out dims].
+    /// The network's outputs (logits) for every sample of `set`, in order, in eval mode: [N, out
+    /// dims], as paddle.Model.predict. predict(images) gives classes and probabilities.
     template <data::Dataset D>
     Tensor predict(const D& set, std::size_t batch_size = 256) {
         const bool was_training = net_->training();
         net_->eval();
-        data::DataLoader<D> loader(set, {.batch_size = batch_size});
+        const detail::epochless<D> view(set);
+        data::DataLoader<detail::epochless<D>> loader(view, {.batch_size = batch_size});
         const Dims od = Net::output_shape::dims;
         Tensor out(set.size(), od);
         std::size_t row = 0;
@@ -396,7 +496,54 @@ public:
         return out;
     }
 
+    /// The classes and probabilities of a batch of images [N, input dims] (no labels needed), in
+    /// eval mode, `batch_size` samples per forward: e.g. predict(test_images).classes.
+    Prediction predict(TensorView images, std::size_t batch_size = 256) {
+        const Dims in = Net::input_shape::dims;
+        if (images.dims() != in)
+            throw shape_error(detail::concat("Model::predict: images are ", to_string(images.dims()),
+                                             " per sample, the network takes ", to_string(in)));
+        if (batch_size == 0) throw value_error("Model::predict: batch_size must be positive, got 0");
+        const bool was_training = net_->training();
+        net_->eval();
+        const std::size_t n = images.batch(), classes = Net::output_shape::dims.size();
+        Prediction p;
+        p.classes.resize(n);
+        p.probabilities.resize(n, make_dims(classes));
+        for (std::size_t first = 0; first < n; first += batch_size) {
+            const std::size_t count = std::min(batch_size, n - first);
+            const TensorView chunk(images.data() + first * in.size(), count, in);
+            auto y = net_->forward(chunk);
+            std::vector<float> host;
+            const float* out = nullptr;
+            if constexpr (detail::device_network<Net>) {
+                const auto h = Net::to_host(y);
+                host.assign(h.begin(), h.end());
+                out = host.data();
+            } else {
+                out = y.data();
+            }
+            for (std::size_t r = 0; r < count; ++r) softmax_row(out + r * classes, classes, first + r, p);
+        }
+        if (was_training) net_->train();
+        return p;
+    }
+
 private:
+    /// Row `row` of predict's answer from one sample's logits: softmax in double, argmax (the
+    /// first of equal maxima, as argmax does).
+    static void softmax_row(const float* logits, std::size_t classes, std::size_t row, Prediction& p) {
+        std::size_t best = 0;
+        for (std::size_t c = 1; c < classes; ++c)
+            if (logits[c] > logits[best]) best = c;
+        double sum = 0.0;
+        float* prob = p.probabilities.data() + row * classes;
+        for (std::size_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(logits[c]) - logits[best]);
+        for (std::size_t c = 0; c < classes; ++c)
+            prob[c] = static_cast<float>(std::exp(static_cast<double>(logits[c]) - logits[best]) / sum);
+        p.classes[row] = static_cast<std::int64_t>(best);
+    }
+
     struct Hook {
         std::function<void(const LayerEvent&)> forward, backward;
     };
@@ -454,7 +601,8 @@ private:
         net_->eval();
         std::vector<Metric> ms = metrics_;  // the training epoch's running metrics stay as they are
         for (auto& m : ms) m.reset();
-        data::DataLoader<D> loader(set, {.batch_size = batch_size});
+        const detail::epochless<D> view(set);
+        data::DataLoader<detail::epochless<D>> loader(view, {.batch_size = batch_size});
         double loss_sum = 0.0;
         std::size_t n = 0;
         for (auto&& b : loader.epoch(0)) {

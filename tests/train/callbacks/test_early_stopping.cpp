@@ -94,7 +94,27 @@ TEST_CASE("inside fit, EarlyStopping ends training early and History says so; an
     CHECK(h.epochs.size() == 2);
     CHECK(es.stopped_epoch() == 1u);
     oar::EarlyStopping typo({.monitor = "eval_accuracy"});
+    const auto steps = model.progress().global_step;
     CHECK_THROWS_WITH_AS(model.fit(train, &valid, {.epochs = 12, .batch_size = 10}, typo),
-                         doctest::Contains("no value named 'eval_accuracy'"), oar::value_error);
+                         doctest::Contains("EarlyStopping: monitor 'eval_accuracy' is not a value fit logs (there are: "
+                                           "loss, lr, acc, eval_loss, eval_acc)"),
+                         oar::value_error);
+    CHECK(model.progress().global_step == steps);  // reported before anything trained
     CHECK_THROWS_AS(oar::EarlyStopping({.monitor = ""}), oar::value_error);
+}
+
+TEST_CASE("EarlyStopping on a validation value without validation data is an error when fit begins") {
+    const auto train = oar_test::toy_set(60);
+    oar_test::ToyNet net(2);
+    oar::SGD opt(net.parameters());
+    oar::Model model(net);
+    model.prepare(opt);
+    oar::EarlyStopping es;  // monitors eval_loss
+    CHECK_THROWS_WITH_AS(model.fit(train, {.epochs = 3, .batch_size = 10}, es),
+                         doctest::Contains("EarlyStopping: monitor 'eval_loss' is a validation value, but fit has no "
+                                           "validation data"),
+                         oar::value_error);
+    CHECK(model.progress().global_step == 0);
+    oar::EarlyStopping on_loss({.monitor = "loss"});
+    CHECK_NOTHROW(model.fit(train, {.epochs = 1, .batch_size = 10}, on_loss));
 }

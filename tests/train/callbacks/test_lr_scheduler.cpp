@@ -126,3 +126,23 @@ TEST_CASE("LRResume::position is refused for ReduceOnPlateau, whose rate is not 
     CHECK_THROWS_WITH_AS(oar::LRScheduler(plateau, oar::LRStepMode::per_epoch, "eval_loss", oar::LRResume::position),
                          doctest::Contains("LRResume::position needs a schedule with step(epoch)"), oar::value_error);
 }
+
+TEST_CASE("ReduceOnPlateau's monitor is checked when fit begins: a typo, or eval_loss without validation data") {
+    Setup s;
+    oar::ReduceOnPlateau sched(0.1, {});
+    oar::LRScheduler typo(sched, oar::LRStepMode::per_epoch, "eval_los");
+    CHECK_THROWS_WITH_AS(s.model.fit(train, &valid, {.epochs = 2, .batch_size = 10}, typo),
+                         doctest::Contains("LRScheduler: monitor 'eval_los' is not a value fit logs"), oar::value_error);
+    oar::LRScheduler no_valid(sched);
+    CHECK_THROWS_WITH_AS(s.model.fit(train, {.epochs = 2, .batch_size = 10}, no_valid),
+                         doctest::Contains("monitor 'eval_loss' is a validation value, but fit has no validation data"),
+                         oar::value_error);
+    CHECK(s.model.progress().global_step == 0);
+    oar::LRScheduler on_loss(sched, oar::LRStepMode::per_epoch, "loss");
+    CHECK_NOTHROW(s.model.fit(train, {.epochs = 1, .batch_size = 10}, on_loss));
+    // A schedule that steps by position monitors nothing: nothing to check.
+    Setup fresh;  // s's model keeps the plateau's state for a resume
+    oar::StepDecay step(0.1, 1, 0.5);
+    oar::LRScheduler by_epoch(step);
+    CHECK_NOTHROW(fresh.model.fit(train, {.epochs = 2, .batch_size = 10}, by_epoch));
+}

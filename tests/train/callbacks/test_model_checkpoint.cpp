@@ -128,3 +128,30 @@ TEST_CASE("loading a checkpoint of another model is refused with the key named, 
     CHECK(model.progress() == oar::Progress{});
     CHECK_THROWS_AS(model.load_checkpoint(tmp.path.string(), "nothing_here"), oar::io_error);
 }
+
+TEST_CASE("a ModelCheckpoint monitor fit will not log is reported when fit begins, before an epoch trains") {
+    oar_test::TempDir dir;
+    oar_test::ToyNet net(21);
+    oar::Adam opt(net.parameters(), {.learning_rate = 0.02f});
+    oar::Model model(net);
+    model.prepare(opt, {}, {oar::top_k_accuracy()});
+    oar::ModelCheckpoint typo({.dir = dir.path.string(), .monitor = "eval_accuracy"});
+    CHECK_THROWS_WITH_AS(model.fit(train_set, &valid_set, opts, typo),
+                         doctest::Contains("ModelCheckpoint: monitor 'eval_accuracy' is not a value fit logs"),
+                         oar::value_error);
+    oar::ModelCheckpoint no_valid({.dir = dir.path.string(), .monitor = "eval_acc"});
+    CHECK_THROWS_WITH_AS(model.fit(train_set, opts, no_valid),
+                         doctest::Contains("monitor 'eval_acc' is a validation value, but fit has no validation data"),
+                         oar::value_error);
+    CHECK(model.progress().global_step == 0);
+    CHECK(typo.saved().empty());
+    CHECK(no_valid.saved().empty());
+    // Not the writer: it saves nothing, so it checks nothing (other ranks validate on none).
+    oar::ModelCheckpoint other({.dir = dir.path.string(), .save_freq = 0, .save_latest = false, .monitor = "eval_acc",
+                                .is_writer = false});
+    CHECK_NOTHROW(model.fit(train_set, {.epochs = 1, .batch_size = 10}, other));
+    // A training value works without validation and writes "best".
+    oar::ModelCheckpoint on_acc({.dir = dir.path.string(), .save_freq = 0, .save_latest = false, .monitor = "acc"});
+    model.fit(train_set, {.epochs = 2, .batch_size = 10}, on_acc);
+    CHECK(!on_acc.saved().empty());
+}

@@ -40,6 +40,30 @@ struct Logs {
     double eval_loss = 0.0;
     std::vector<NamedValue> eval_metrics;
     std::size_t eval_samples = 0;
+    /// on_train_begin in fit: the name of every value the epochs will log ("loss", "lr", each
+    /// metric, and with validation data "eval_loss" and "eval_<metric>"); empty elsewhere.
+    std::vector<std::string> will_log;
+
+    /// At fit's on_train_begin: value_error unless `monitor` is a value fit will log, so a typo or
+    /// an eval_ value without validation data is reported before anything trains. `who` names
+    /// the callback. Does nothing where will_log is empty (Logs not from fit).
+    void check_monitor(std::string_view who, std::string_view monitor) const {
+        if (will_log.empty()) return;
+        for (const auto& n : will_log)
+            if (n == monitor) return;
+        std::string known;
+        bool validates = false;
+        for (const auto& n : will_log) {
+            known += (known.empty() ? "" : ", ") + n;
+            validates = validates || n.rfind("eval_", 0) == 0;
+        }
+        if (monitor.rfind("eval_", 0) == 0 && !validates)
+            throw value_error(detail::concat(who, ": monitor '", monitor,
+                                             "' is a validation value, but fit has no validation data: pass "
+                                             "fit(train, &valid, ...) or monitor one of: ", known));
+        throw value_error(detail::concat(who, ": monitor '", monitor, "' is not a value fit logs (there are: ",
+                                         known, ")"));
+    }
 
     /// A value by name: "loss", "lr", a metric ("acc"), or "eval_loss" / "eval_<metric>";
     /// empty when there is no such value here.

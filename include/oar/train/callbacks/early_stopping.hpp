@@ -32,7 +32,10 @@ public:
         maximize_ = monitor_maximizes(o_.monitor, o_.mode);
     }
 
-    void on_train_begin(const Logs&) {
+    /// A monitor that names no value fit will log (a typo; the default eval_loss without
+    /// validation data) is a value_error here, before the first epoch trains.
+    void on_train_begin(const Logs& l) {
+        l.check_monitor("EarlyStopping", o_.monitor);
         wait_ = 0;
         best_.reset();
         stopped_epoch_.reset();

@@ -47,8 +47,11 @@ public:
     }
 
     /// A resumed model brings the schedule's state: load it; then the optimizer gets the rate.
+    /// ReduceOnPlateau's monitor must name a value fit will log (value_error here otherwise,
+    /// before anything trains).
     template <class M>
-    void on_train_begin(M& model, const Logs&) {
+    void on_train_begin(M& model, const Logs& l) {
+        if constexpr (on_metric) l.check_monitor("LRScheduler", monitor_);
         LRState st;
         for (const auto& [k, v] : model.checkpoint_extra())
             if (k.rfind(prefix, 0) == 0) st[k.substr(prefix.size())] = v;

@@ -32,6 +32,12 @@ public:
         maximize_ = monitor_maximizes(o_.monitor, o_.mode);
     }
 
+    /// A monitor that names no value fit will log (a typo, an eval_ value without validation
+    /// data) is a value_error here, before the first epoch trains.
+    void on_train_begin(const Logs& l) const {
+        if (o_.is_writer && !o_.monitor.empty()) l.check_monitor("ModelCheckpoint", o_.monitor);
+    }
+
     template <class M>
     void on_epoch_end(M& model, const Logs& l) {
         if (!o_.is_writer) return;
