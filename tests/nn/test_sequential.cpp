@@ -93,6 +93,12 @@ TEST_CASE("propagate stops at the first layer that refuses its input and names i
     CHECK(bad.failure.got == 12);
     CHECK(bad.dims[3] == make_dims(12));  // later entries repeat the last good dims
 
+    // A Linear on a multi-dimensional input (a forgotten Flatten) is reported as such.
+    constexpr auto unflat = propagate<Conv2D<1, 4, 3, 1, 1>, Linear<144, 2>>(make_dims(1, 6, 6));
+    static_assert(unflat.failed && unflat.failed_layer == 1);
+    static_assert(unflat.failure.kind == check_kind::features_unflattened);
+    static_assert(unflat.failure.expected == 144 && unflat.failure.got == 6);
+
     constexpr auto chan = propagate<Conv2D<2, 4, 3>>(make_dims(3, 8, 8));
     CHECK(chan.failure.kind == check_kind::channels);
     CHECK(chan.failure.expected == 2);

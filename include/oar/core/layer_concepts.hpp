@@ -12,8 +12,11 @@
 
 namespace oar {
 
-/// Why a layer refuses an input shape (see LayerCheck).
-enum class check_kind { ok, rank, features, channels, spatial };
+/// Why a layer refuses an input shape (see LayerCheck). features_unflattened is never a layer's
+/// answer: Sequential reports a features refusal of an input with more than one dimension (an
+/// image where a Linear wants a vector: a forgotten Flatten) as it, so that its message says to
+/// add a Flatten.
+enum class check_kind { ok, rank, features, channels, spatial, features_unflattened };
 
 /// A layer's verdict on an input shape: ok, or what is wrong with the expected and actual value.
 struct LayerCheck {

@@ -25,6 +25,10 @@ struct sequential_shape_error {
     static_assert(What != check_kind::features,
                   "oar: Sequential: a layer's input features do not match the previous layer's output "
                   "(see sequential_shape_error<layer index, what, expected, got> above)");
+    static_assert(What != check_kind::features_unflattened,
+                  "oar: Sequential: a Linear gets an input of more than one dimension (e.g. (C,H,W) from a Conv2D or "
+                  "pooling) and reads its last dimension as its features: add an oar::Flatten before it "
+                  "(see sequential_shape_error<layer index, what, expected features, got last dimension> above)");
     static_assert(What != check_kind::channels,
                   "oar: Sequential: a Conv2D's input channels do not match the previous layer's output "
                   "(see sequential_shape_error<layer index, what, expected, got> above)");
@@ -119,6 +123,8 @@ constexpr Propagation<sizeof...(Ls)> propagate(Dims in) {
             r.failed = true;
             r.failed_layer = i;
             r.failure = c;
+            // Features refused on a multi-dimensional input: most likely a forgotten Flatten.
+            if (c.kind == check_kind::features && r.dims[i].rank > 1) r.failure.kind = check_kind::features_unflattened;
         }
         r.dims[i + 1] = r.failed ? r.dims[i] : output_dims(r.dims[i]);
         ++i;
