@@ -455,3 +455,45 @@ TEST_CASE("the default schedule: the course's rate for four fifths of the epochs
     REQUIRE(e1 != std::string::npos);
     CHECK(per_batch.output.find(", lr 0.0001\n", e1) != std::string::npos);  // batch 5 of 6 on
 }
+
+// ---------------------------------------------------------------------------------------------
+// examples/fit_mnist.cpp: Model.fit in a page. It is built beside train_mnist (examples/); a
+// targeted build of this test must build fit_mnist too (the test says so when it is missing).
+
+namespace {
+std::string fit_mnist_path() { return (fs::path(TRAIN_MNIST).parent_path() / "fit_mnist").string(); }
+}  // namespace
+
+TEST_CASE("fit_mnist fits with validation, evaluates and predicts test images: exit status and output") {
+    const std::string program = fit_mnist_path();
+    REQUIRE_MESSAGE(fs::exists(program), program << " is not built (cmake --build <dir> --target fit_mnist)");
+    TempDir tmp;
+    write_set(tmp.path, "train", 300);
+    write_set(tmp.path, "t10k", 60);
+    const Run r = run_program(program, tmp.path.string() + " 3");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    const std::regex epoch_line(R"(epoch (\d): loss (\d+\.\d{4}), valid accuracy (\d\.\d{4})\n)");
+    std::vector<double> valid_acc;
+    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), epoch_line); it != std::sregex_iterator(); ++it)
+        valid_acc.push_back(std::stod((*it)[3]));
+    REQUIRE(valid_acc.size() == 3);
+    CHECK(valid_acc[2] >= 0.9);  // the bars are easy to learn
+    std::smatch m;
+    REQUIRE(std::regex_search(r.output, m, std::regex(R"(\ntest accuracy (\d\.\d{4})\n)")));
+    CHECK(std::stod(m[1]) >= 0.9);
+    const std::regex predicted(R"(test image (\d): predicted (\d) \(probability (0\.\d\d|1\.00)\), label (\d)\n)");
+    std::size_t lines = 0, right = 0;
+    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), predicted); it != std::sregex_iterator(); ++it) {
+        CHECK((*it)[1] == std::to_string(lines));
+        ++lines;
+        right += (*it)[2] == (*it)[4];
+    }
+    CHECK(lines == 5);
+    CHECK(right >= 4);
+    // A folder without the files: exit status 2 and the missing file named.
+    const Run bad = run_program(program, (tmp.path / "nowhere").string());
+    CHECK(bad.status == 2);
+    CHECK(bad.output.find("fit_mnist: ") != std::string::npos);
+    CHECK(bad.output.find("train-images-idx3-ubyte") != std::string::npos);
+}
