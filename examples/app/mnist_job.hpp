@@ -177,7 +177,9 @@ int train(const Config& c, const Run& run, const Splits<D>& data, Net& net, auto
             static_cast<unsigned long long>(model.progress().global_step), static_cast<double>(model.learning_rate()));
     }
 
-    const D* valid = writer ? &data.valid : nullptr;  // other ranks' models are the same and print nothing
+    // Every rank validates (the models are the same, only rank 0 prints): a schedule that watches
+    // eval_loss (plateau) then steps alike on every rank, and the learning rates never drift apart.
+    const D* valid = &data.valid;
     // The schedules step before the checkpoint saves their state; the checkpoint comes last.
     model.fit(loader, valid, fit, guard, bar, course, epochs, sched.step, sched.multi, sched.cosine, sched.plateau, csv, tb, curves,
               stop_hook, ckpt);
