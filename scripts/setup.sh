@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ninja-build g++ clang-14 libclang-rt-14-dev git pkg-config
   xtensor-dev xtl-dev libxsimd-dev libsimdjson-dev doctest-dev zlib1g-dev
   libbenchmark-dev libopenblas-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist libtorch-dev
+  libpng-dev libjpeg-dev
   python3-numpy python3-torch python3-venv python3-pip chromium
 )
 
@@ -41,13 +42,13 @@ else
 fi
 
 # Python packages that Debian lacks, for the cross-check tests only (readers written by others:
-# TensorBoard's EventAccumulator, the safetensors package): a venv in .venv that also sees
+# TensorBoard's EventAccumulator, the safetensors package, Pillow's picture codecs): a venv in .venv that also sees
 # Debian's numpy and torch. Skipped with OAR_NO_PIP=1; the tests that need them then skip.
-pip_packages=(tensorboard safetensors)
+pip_packages=(tensorboard safetensors pillow)
 venv="$repo_root/.venv"
 if [[ "${OAR_NO_PIP:-0}" == 1 ]]; then
   echo "setup: python venv: skipped (OAR_NO_PIP=1)"
-elif [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c 'import tensorboard, safetensors' 2>/dev/null; then
+elif [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c 'import tensorboard, safetensors, PIL' 2>/dev/null; then
   echo "setup: python venv (.venv): all present"
 else
   [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv --system-site-packages "$venv"
