@@ -5,16 +5,23 @@
 // stop on SIGINT/SIGTERM (checkpoint saved). Tests at the end and prints one result line.
 // Started by mpirun (or scripts/oar-launch) in a build with MPI, it trains data-parallel: the
 // global --batch-size is split across the ranks, gradients are averaged, and rank 0 alone prints.
+// Started by `oar-launch --server_num S --worker_num W`, ranks 0..W-1 are trainers and the others
+// parameter servers (include/oar/dist/parameter_server.hpp), sync or, with --a-sync, async.
 #include <chrono>      // std::chrono::steady_clock
 #include <cstdio>      // std::fprintf, std::fopen, std::fclose
 #include <cstdlib>     // std::getenv
 #include <filesystem>  // std::filesystem
+#include <optional>    // std::optional: the parameter-server role
 #include <span>        // std::span: the ranks' GPU agreement
 #include <string>      // std::string
+#include <type_traits> // std::remove_cvref_t: the optimizer's type
 #include <utility>     // std::move, std::pair
 
 #include <oar/data/mnist_json.hpp>  // the course's mnist.json.gz (simdjson: a .cpp-only header)
 #include <oar/dist/env.hpp>         // init_parallel_env: alone, or under mpirun; device_id
+#include <oar/dist/fleet.hpp>       // fleet::ps_options: the parameter-server options of a strategy
+#include <oar/dist/parameter_server.hpp>  // ps::Server, ps::Trainer: oar-launch --server_num / --worker_num
+#include <oar/dist/role_maker.hpp>  // ps_role_from_env: which ranks serve
 #include <oar/kernels/cuda/device.hpp>  // no_device_error (plain C++: names the backend, needs no toolkit)
 #include <oar/models/course.hpp>    // oar::course::CNN, ...
 #include <oar/oar.hpp>              // the library
@@ -75,6 +82,10 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --log-dir DIR        write DIR/curves.svg, DIR/train.csv and a TensorBoard event file, and
                        this process's lines to DIR/workerlog.<rank>
                        (default: $OAR_LOG_DIR, which oar-launch --log_dir sets)
+  --a-sync             parameter-server mode only: asynchronous pushes and pulls (Paddle's
+                       strategy.a_sync) instead of a barrier per step
+  --max-staleness N    with --a-sync: pushes a trainer may have unanswered while it computes
+                       the next gradient (default 1)
   --help               this text
 
 The last line is: result: dataset=... model=... epochs=... test_accuracy=...
@@ -87,6 +98,9 @@ with status 0 without testing; a second signal ends the program at once.
 Under `mpirun -np N` (or scripts/oar-launch) in a build with MPI, N processes train one model
 data-parallel: each takes --batch-size / N images per step (DistributedBatchSampler, shuffled by
 --seed), gradients are averaged across them, and only rank 0 prints and saves.
+Under `oar-launch --server_num S --worker_num W` the first W ranks are trainers (--batch-size / W
+images each per step) and the last S parameter servers, each owning a slice of the parameters
+and running the optimizer on it (docs/DISTRIBUTED.md); trainer 0 prints and saves.
 )";
 
 /// --data, else $OAR_DATA, else data/mnist in the checkout (or the working directory), else
@@ -117,6 +131,33 @@ std::pair<std::string, std::string> locate_data(const Config& c) {
 
 using mnist_job::Splits;
 
+/// This rank's role when oar-launch --server_num / --worker_num started the job.
+std::optional<oar::dist::PsRole> role;
+
+#if OAR_HAS_MPI
+/// Parameter-server mode: every rank builds the model and the optimizer; servers serve their
+/// slice until the trainers stop, trainers run the usual training with the trainer as optimizer.
+template <class Seq, class D>
+int run_ps(const Config& c, const mnist_job::Run& job, const Splits<D>& data, const oar::dist::PsRole& r) {
+    using Net = oar::Network<Seq, oar::course::Image, oar::cpu>;
+    Net net(c.seed, c.init == "torch" ? oar::init_scheme::torch : oar::init_scheme::paddle);
+    say("%s", oar::summary(net).c_str());
+    // The fleet strategy's options (OAR_PS_TIMEOUT read there).
+    const oar::dist::ps::Options o =
+        oar::dist::fleet::ps_options({.a_sync = c.a_sync, .max_staleness = static_cast<int>(c.max_staleness)});
+    return mnist_job::with_optimizer<oar::cpu>(c, net, [&](auto& opt) {
+        using Opt = std::remove_cvref_t<decltype(opt)>;
+        if (r.is_server()) {
+            oar::dist::ps::Server<Opt> server(r, net, opt, o);
+            server.run();
+            return 0;
+        }
+        oar::dist::ps::Trainer<Net, Opt> trainer(r, net, opt, o);
+        return mnist_job::train(c, job, data, net, trainer, trainer.trainers());
+    });
+}
+#endif
+
 template <class D>
 int run(const Config& c, const std::string& path, const std::string& dataset, const Splits<D>& data,
         oar::dist::ParallelContext& par, clock_type::time_point start) {
@@ -126,10 +167,23 @@ int run(const Config& c, const std::string& path, const std::string& dataset, co
         c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), lines::describe_schedule(c).c_str(),
         static_cast<double>(c.l2), c.batch_size, c.epochs, static_cast<unsigned long long>(c.seed), c.init.c_str(),
         c.workers);
-    if (par.distributed())
+    if (role)
+        say("parameter server: %d server(s), %d trainers, %zu images per trainer per step, %s (trainer 0 writes)\n",
+            role->servers, role->trainers, c.batch_size / static_cast<std::size_t>(role->trainers),
+            c.a_sync ? ("async, max_staleness " + std::to_string(c.max_staleness)).c_str() : "sync");
+    else if (par.distributed())
         say("data parallel: %d ranks, %zu images per rank per step (rank %d of %d writes)\n", par.world_size(),
             c.batch_size / static_cast<std::size_t>(par.world_size()), par.rank(), par.world_size());
-    const mnist_job::Run job{.dataset = dataset, .env = par.env(), .start = start};
+    mnist_job::Run job{.dataset = dataset, .env = par.env(), .start = start};
+#if OAR_HAS_MPI
+    if (role) {
+        job.env = {role->index(), role->trainers, 0};
+        if (c.model == "linear") return run_ps<oar::course::LinearRegression>(c, job, data, *role);
+        if (c.model == "sigmoid-mlp") return run_ps<oar::course::SigmoidMLP>(c, job, data, *role);
+        if (c.model == "mlp") return run_ps<oar::course::MLP>(c, job, data, *role);
+        return run_ps<oar::course::CNN>(c, job, data, *role);
+    }
+#endif
 #if OAR_HAS_GPU_TRAIN
     if (c.device.kind == oar::DeviceOption::Kind::gpu)  // the same training run on Network<..., oar::cuda>, built by nvcc
         return oar::gpu::train_mnist({.options = &c, .run = job, .log = out.log}, data);
@@ -215,9 +269,18 @@ int main(int argc, char** argv) {
                                                        "OAR_BUILD_CUDA=OFF); use --device cpu"));
 #endif
         }
-        if (c.batch_size % static_cast<std::size_t>(par.world_size()) != 0)
+        if (oar::dist::ps_mode_requested()) {
+            role = oar::dist::ps_role_from_env(par.world_size(), par.rank());
+            if (c.device.kind == oar::DeviceOption::Kind::gpu)
+                throw oar::usage_error("--device gpu: the parameter-server mode trains on the CPU");
+        } else if (c.a_sync) {
+            throw oar::usage_error("--a-sync is the parameter server's asynchronous mode: start the job with "
+                                   "oar-launch --server_num S --worker_num W");
+        }
+        const int splits = role ? role->trainers : par.world_size();
+        if (c.batch_size % static_cast<std::size_t>(splits) != 0)
             throw oar::usage_error(oar::detail::concat("--batch-size ", c.batch_size, " cannot be split evenly across ",
-                                                       par.world_size(), " ranks"));
+                                                       splits, role ? " trainers" : " ranks"));
         open_log(c, par);
         const auto [path, dataset] = locate_data(c);
         if (std::filesystem::is_directory(path)) {

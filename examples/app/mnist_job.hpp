@@ -56,6 +56,14 @@ struct Run {
     clock_type::time_point start = clock_type::now();
 };
 
+/// The optimizer of a parameter-server trainer (oar::dist::ps::Trainer): its step() pushes the
+/// gradients and pulls the parameters, so no allreduce; upload() after a resume, stop() at the end.
+template <class O>
+concept ParameterServerTrainer = requires(O& o) {
+    o.upload();
+    o.stop();
+};
+
 /// Classifiers score 10 logits with cross-entropy; regressors predict the digit with MSE and count
 /// as correct when the rounded prediction equals the label.
 template <class Net>
@@ -108,7 +116,9 @@ int train(const Config& c, const Run& run, const Splits<D>& data, Net& net, auto
     // Checks that every rank built the same model and starts all from rank 0's weights.
     oar::dist::DataParallel dp(net, comm);
     // Data parallel: each bucket's allreduce starts as soon as backward has finished its layers.
-    if (par.distributed()) model.set_backward([&dp](typename Net::view_type dy) { dp.backward(dy); });
+    // (A parameter-server trainer's optimizer exchanges the gradients itself.)
+    constexpr bool ps = ParameterServerTrainer<std::remove_cvref_t<decltype(opt)>>;
+    if (par.distributed() && !ps) model.set_backward([&dp](typename Net::view_type dy) { dp.backward(dy); });
     const bool writer = dp.is_writer();
 
     std::string resumed_from;  // "DIR/STEM" when resuming: said once the schedule has its rate
@@ -119,7 +129,8 @@ int train(const Config& c, const Run& run, const Splits<D>& data, Net& net, auto
             throw oar::usage_error(oar::detail::concat("--seed ", c.seed, " differs from the checkpoint's seed ",
                                                        st.network_seed, " (", dir, "/", stem, "): pass --seed ",
                                                        st.network_seed, " to resume it"));
-        if (par.distributed()) dp.broadcast_parameters();
+        if constexpr (ps) opt.upload();  // trainer 0's weights and optimizer state to the servers
+        else if (par.distributed()) dp.broadcast_parameters();
         resumed_from = dir + "/" + stem;
     }
 
@@ -183,6 +194,7 @@ int train(const Config& c, const Run& run, const Splits<D>& data, Net& net, auto
     // The schedules step before the checkpoint saves their state; the checkpoint comes last.
     model.fit(loader, valid, fit, guard, bar, course, epochs, sched.step, sched.multi, sched.cosine, sched.plateau, csv, tb, curves,
               stop_hook, ckpt);
+    if constexpr (ps) opt.stop();  // fleet.stop_worker(): every trainer takes the final parameters
     flush_output();
 
     if (model.interrupted() && stop && oar::StopOnSignal::received()) {
@@ -205,6 +217,27 @@ int train(const Config& c, const Run& run, const Splits<D>& data, Net& net, auto
     return 0;
 }
 
+/// Calls f(opt) with the optimizer --optimizer names over `net` (--lr, --l2), returning f's result.
+template <oar::Backend B, class Net, class F>
+int with_optimizer(const Config& c, Net& net, F&& f) {
+    const oar::L2Decay l2(c.l2);
+    auto& p = net.parameters();
+    if (c.optimizer == "sgd") {
+        oar::SGD<B> opt(p, {.learning_rate = c.lr, .weight_decay = l2});
+        return f(opt);
+    }
+    if (c.optimizer == "momentum") {
+        oar::Momentum<B> opt(p, {.learning_rate = c.lr, .weight_decay = l2});
+        return f(opt);
+    }
+    if (c.optimizer == "adagrad") {
+        oar::Adagrad<B> opt(p, {.learning_rate = c.lr, .weight_decay = l2});
+        return f(opt);
+    }
+    oar::Adam<B> opt(p, {.learning_rate = c.lr, .weight_decay = l2});
+    return f(opt);
+}
+
 /// Builds the network of `Seq` on backend B from --seed and --init, prints its summary, and trains
 /// it with the optimizer --optimizer names.
 template <class Seq, oar::Backend B, class Comm, class D>
@@ -212,22 +245,7 @@ int run_model(const Config& c, const Run& run, const Splits<D>& data, Comm& comm
     using Net = oar::Network<Seq, oar::course::Image, B>;
     Net net(c.seed, c.init == "torch" ? oar::init_scheme::torch : oar::init_scheme::paddle);
     say("%s", oar::summary(net).c_str());
-    const oar::L2Decay l2(c.l2);
-    auto& p = net.parameters();
-    if (c.optimizer == "sgd") {
-        oar::SGD<B> opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-        return train(c, run, data, net, opt, comm);
-    }
-    if (c.optimizer == "momentum") {
-        oar::Momentum<B> opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-        return train(c, run, data, net, opt, comm);
-    }
-    if (c.optimizer == "adagrad") {
-        oar::Adagrad<B> opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-        return train(c, run, data, net, opt, comm);
-    }
-    oar::Adam<B> opt(p, {.learning_rate = c.lr, .weight_decay = l2});
-    return train(c, run, data, net, opt, comm);
+    return with_optimizer<B>(c, net, [&](auto& opt) { return train(c, run, data, net, opt, comm); });
 }
 
 }  // namespace mnist_job

@@ -10,6 +10,7 @@
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::uint64_t
 #include <exception>    // std::exception: std::stoull / std::stod failures
+#include <initializer_list>  // std::initializer_list: flags without a value
 #include <optional>     // std::optional: nothing to run after --help
 #include <string>       // std::string
 #include <string_view>  // std::string_view
@@ -20,9 +21,10 @@
 namespace oar {
 
 /// Calls on_flag(flag, value) for each `--flag value` or `--flag=value` in order; returns false
-/// when --help or -h was asked for (nothing is parsed after it).
+/// when --help or -h was asked for (nothing is parsed after it). A flag in `switches` takes no
+/// value: `--a-sync` is on_flag("--a-sync", "1") (`--a-sync=0` still gives a value).
 template <class F>
-bool for_each_flag(int argc, const char* const* argv, F&& on_flag) {
+bool for_each_flag(int argc, const char* const* argv, F&& on_flag, std::initializer_list<std::string_view> switches = {}) {
     for (int i = 1; i < argc; ++i) {
         std::string flag = argv[i] ? argv[i] : "", value;
         if (flag == "--help" || flag == "-h") return false;
@@ -31,6 +33,8 @@ bool for_each_flag(int argc, const char* const* argv, F&& on_flag) {
         if (const auto eq = flag.find('='); eq != std::string::npos) {
             value = flag.substr(eq + 1);
             flag = flag.substr(0, eq);
+        } else if (std::find(switches.begin(), switches.end(), flag) != switches.end()) {
+            value = "1";
         } else {
             if (i + 1 >= argc || !argv[i + 1]) throw usage_error(flag + " needs a value (see --help)");
             value = argv[++i];
@@ -207,6 +211,11 @@ struct TrainOptions {
     /// and SIZE, the milestones and T_MAX count batches (T_MAX's default: every batch of the run);
     /// otherwise it steps after every epoch and they count epochs.
     bool lr_step_per_batch = false;
+    /// Parameter-server mode only (oar-launch --server_num S --worker_num W): asynchronous pushes
+    /// and pulls (Paddle's strategy.a_sync) instead of a barrier per step.
+    bool a_sync = false;
+    /// --a-sync: how many of its own pushes a trainer may have unanswered while it computes.
+    std::size_t max_staleness = 1;
 };
 
 /// train_mnist's flags; empty when --help was asked for. Throws usage_error naming the flag.
@@ -233,8 +242,12 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
             if (value != "epoch" && value != "batch")
                 throw usage_error("--lr-step-per must be epoch or batch, got '" + value + "'");
             c.lr_step_per_batch = value == "batch";
-        } else throw unknown_flag(flag);
-    });
+        } else if (flag == "--a-sync") {
+            if (value != "1" && value != "0") throw usage_error("--a-sync takes no value (or =1 / =0), got '" + value + "'");
+            c.a_sync = value == "1";
+        } else if (flag == "--max-staleness") c.max_staleness = parse_count(flag, value, 0);
+        else throw unknown_flag(flag);
+    }, {"--a-sync"});
     if (!run) return std::nullopt;
     if (c.model != "linear" && c.model != "sigmoid-mlp" && c.model != "mlp" && c.model != "cnn")
         throw usage_error("--model must be linear, sigmoid-mlp, mlp or cnn, got '" + c.model + "'");
@@ -245,6 +258,7 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
     if (c.epochs > 1000000) throw usage_error(detail::concat("--epochs ", c.epochs, " is more than 1000000"));
     if (c.batch_size > (std::size_t{1} << 24))
         throw usage_error(detail::concat("--batch-size ", c.batch_size, " is more than 16777216"));
+    if (c.max_staleness > 1000) throw usage_error(detail::concat("--max-staleness ", c.max_staleness, " is more than 1000"));
     if (c.workers > 1024) throw usage_error(detail::concat("--workers ", c.workers, " is more than 1024"));
     if (c.lr_step_per_batch && c.lr_schedule.kind == ScheduleOption::Kind::plateau)
         throw usage_error("--lr-step-per batch: plateau steps on the validation loss, once per epoch");

@@ -31,6 +31,13 @@ std::string mpirun(int np) { return std::string(OAR_MPIRUN) + " " + std::to_stri
 
 Job worker(const std::string& mode) { return run(mpirun(2) + OAR_MPI_WORKER + " " + mode + " 2>&1"); }
 
+/// A parameter-server job of the worker: S servers and W trainers, the roles in the environment
+/// as oar-launch --server_num S --worker_num W sets them.
+Job ps_worker(int servers, int trainers, const std::string& mode, int np = 0) {
+    return run(mpirun(np ? np : servers + trainers) + "-x OAR_SERVER_NUM=" + std::to_string(servers) +
+               " -x OAR_WORKER_NUM=" + std::to_string(trainers) + " " + OAR_MPI_WORKER + " " + mode + " 2>&1");
+}
+
 std::size_t count(const std::string& text, const std::string& what) {
     std::size_t n = 0;
     for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -146,4 +153,61 @@ TEST_CASE("dist [launcher]: oar-launch --nproc_per_node 2 --log_dir runs train_m
     const Job bad = run(std::string(OAR_LAUNCH) + " --nproc_per_node x true 2>&1");
     CHECK(bad.status == 2);
     CHECK(count(bad.output, "--nproc_per_node needs a positive integer") == 1);
+}
+
+TEST_CASE("ps [ps_sync]: sync parameter server, 1 server: equal to the collective run; checkpoint and resume") {
+    oar_test::TempDir tmp;
+    const Job j = ps_worker(1, 2, "ps_sync " + tmp.path.string());
+    CHECK(j.status == 0);
+    CHECK(count(j.output, "FAILED") == 0);
+    // SGD and Adam: the slices tile the buffer and the trainers equal collective data parallel.
+    CHECK(count(j.output, "1 server slices tile the buffer, sizes within 16 values: ok") == 2);
+    CHECK(count(j.output, "trainer 0: 1 server(s), 2 trainers, 20 steps: trainers bitwise equal: yes; vs collective") == 2);
+    CHECK(count(j.output, "(bound 1e-6): ok") == 2);
+    // Adam: the PS checkpoint equals the collective one and loads in one process; resume gives the bits.
+    CHECK(count(j.output, "checkpoint after 10 steps loads into a single-process network") == 1);
+    CHECK(count(j.output, "give the uninterrupted run's bits: ok") == 1);
+    CHECK(fs::exists(tmp.path / "ps.safetensors"));
+    CHECK(fs::exists(tmp.path / "ps.state.safetensors"));
+}
+
+TEST_CASE("ps [ps_sharding]: 2 servers each own a contiguous half of the buffer and the result is the collective one") {
+    oar_test::TempDir tmp;
+    const Job j = ps_worker(2, 2, "ps_sync " + tmp.path.string());
+    CHECK(j.status == 0);
+    CHECK(count(j.output, "FAILED") == 0);
+    CHECK(count(j.output, "server 0 holds values [0, ") == 2);
+    CHECK(count(j.output, "server 1 holds values [") == 2);
+    CHECK(count(j.output, "2 server slices tile the buffer, sizes within 16 values: ok") == 2);
+    CHECK(count(j.output, "trainer 0: 2 server(s), 2 trainers, 20 steps: trainers bitwise equal: yes") == 2);
+    CHECK(count(j.output, "(bound 1e-6): ok") == 2);
+    CHECK(count(j.output, "give the uninterrupted run's bits: ok") == 1);
+}
+
+TEST_CASE("ps [ps_async]: async parameter server (max_staleness 1) converges") {
+    const Job j = ps_worker(1, 2, "ps_async");
+    CHECK(j.status == 0);
+    CHECK(count(j.output, "async: 2 trainers x 300 pushes, max_staleness 1") == 1);
+    CHECK(count(j.output, "on the 200 samples: ok") == 1);
+    CHECK(count(j.output, "async server: 600 updates") == 1);  // every push applied as it came
+}
+
+TEST_CASE("ps [ps_fault]: a trainer killed by SIGKILL ends the parameter-server job within 60 s, naming its rank") {
+    const Job j = ps_worker(1, 2, "ps_fault");
+    CHECK(j.status != 0);
+    CHECK(j.seconds < 60.0);
+    CHECK(count(j.output, "trainer 1 (rank 1): raising SIGKILL") == 1);
+    CHECK(count(j.output, "process rank 1") == 1);
+    CHECK(count(j.output, "exited on signal 9") == 1);
+    CHECK(count(j.output, "the fault went unnoticed") == 0);
+}
+
+TEST_CASE("ps [ps_roles]: a role configuration that does not match the job is refused, naming the variable") {
+    const Job j = ps_worker(2, 2, "ps_sync", 3);
+    CHECK(j.status != 0);
+    CHECK(j.seconds < 60.0);
+    CHECK(count(j.output, "OAR_SERVER_NUM=2 + OAR_WORKER_NUM=2 = 4 processes, but the launcher started 3") == 3);
+    const Job bad = run(mpirun(3) + "-x OAR_SERVER_NUM=1 -x OAR_WORKER_NUM=two " + OAR_MPI_WORKER + " ps_sync 2>&1");
+    CHECK(bad.status != 0);
+    CHECK(count(bad.output, "OAR_WORKER_NUM='two' is not a positive number of processes") == 3);
 }

@@ -6,6 +6,7 @@
 #include <csignal>    // std::raise, SIGKILL: the fault mode
 #include <cmath>      // std::fabs
 #include <cstdio>     // std::printf
+#include <cstdlib>    // std::atoi, std::atof: ps_async's arguments
 #include <cstring>    // std::memcmp: bitwise equality
 #include <exception>  // std::exception
 #include <set>        // std::multiset: shard coverage
@@ -15,6 +16,9 @@
 
 #include <oar/dist/data_parallel.hpp>  // DataParallel
 #include <oar/dist/env.hpp>            // init_parallel_env
+#include <oar/dist/parameter_server.hpp>  // ps::Server, ps::Trainer: the parameter-server modes
+#include <oar/dist/role_maker.hpp>        // ps_role_from_env
+#include <oar/train/checkpoint.hpp>       // save_checkpoint, load_checkpoint: the PS checkpoint
 #include <oar/models/course.hpp>       // course::CNN
 #include <oar/oar.hpp>                 // Network, layers, losses, optimizers, data
 
@@ -295,6 +299,257 @@ int mismatch(oar::dist::ParallelContext& ctx) {
     return 0;
 }
 
+// ---- parameter-server modes (OAR_SERVER_NUM / OAR_WORKER_NUM from the driver's mpirun -x) ----
+
+/// The trainers alone (servers get MPI_COMM_NULL): a collective over the whole job.
+MPI_Comm split_trainers(const oar::dist::PsRole& role) {
+    MPI_Comm tc = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, role.is_worker() ? 0 : MPI_UNDEFINED, role.rank, &tc);
+    return tc;
+}
+
+/// The learning rate of step k: a decaying schedule, set on the optimizer before each step as
+/// an LR scheduler does.
+float ps_rate(std::size_t k) { return 0.01f * std::pow(0.9f, static_cast<float>(k)); }
+
+/// Steps [from, to) of a trainer's batches: fwd, then bwd(dy), then the optimizer-like `opt`
+/// (an optimizer, or a ps::Trainer whose step pushes and pulls) at the step's learning rate.
+template <class O, class Fwd, class Bwd>
+void ps_steps(O& opt, const std::vector<oar::data::Batch>& mine, std::size_t from, std::size_t to, Fwd&& fwd,
+              Bwd&& bwd) {
+    oar::CrossEntropyLoss<> ce;
+    for (std::size_t k = from; k < to; ++k) {
+        opt.set_learning_rate(ps_rate(k));
+        ce(fwd(mine[k].images.view()), mine[k].labels);
+        bwd(ce.backward());
+        opt.step();
+        opt.clear_grad();
+    }
+}
+
+/// Sync parameter server vs the collective run (DataParallel over the trainers' MpiComm, MPI's
+/// allreduce) on the same global batches, with L2Decay and a per-step learning rate. For Adam, a
+/// checkpoint is saved after 10 steps by both runs (the PS one through the trainer, gathering the
+/// servers' state), the two files compared, and the PS run resumed from its checkpoint in a new
+/// server session for steps 10..19: it must give the uninterrupted run's bits.
+template <template <class> class Opt>
+int ps_sync(const oar::dist::PsRole& role, const char* name, const std::string& dir) {
+    using O = Opt<oar::cpu>;
+    const oar::L2Decay l2(1e-3f);
+    auto make_opt = [&](Net& n) { return O(n.parameters(), {.learning_rate = 0.01f, .weight_decay = l2}); };
+    const bool checkpoints = !dir.empty();
+    MPI_Comm tc = split_trainers(role);
+    const oar::dist::ps::Options o{.a_sync = false};
+    auto serve = [&] {
+        Net net(init_seed);
+        O opt = make_opt(net);
+        oar::dist::ps::Server<O> server(role, net, opt, o);
+        server.run();
+        return server.shard();
+    };
+    int failed = 0;
+    if (role.is_server()) {
+        const auto sh = serve();
+        double mine[2] = {static_cast<double>(sh.first), static_cast<double>(sh.size)};
+        std::vector<double> all(2 * static_cast<std::size_t>(role.world_size()));
+        MPI_Allgather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, MPI_COMM_WORLD);
+        if (checkpoints) serve();
+        return 0;
+    }
+    oar::dist::MpiComm trainers(tc);
+    const auto t = static_cast<std::size_t>(role.index());
+    const auto mine = batches(2, t);
+    // The collective reference: DataParallel over the 2 trainers (every rank starts from rank 0's).
+    Net ref(init_seed + t * 1000);
+    {
+        O opt = make_opt(ref);
+        oar::dist::DataParallel dp(ref, trainers, {.overlap = false});
+        auto fwd = [&](auto x) { return dp.forward(x); };
+        auto bwd = [&](auto dy) { dp.backward(dy); };
+        ps_steps(opt, mine, 0, 10, fwd, bwd);
+        if (checkpoints && t == 0) oar::save_checkpoint(dir, "collective", ref, opt, {});
+        ps_steps(opt, mine, 10, steps, fwd, bwd);
+    }
+    // The parameter-server run: trainer 1 starts from other weights on purpose.
+    Net net(t == 0 ? init_seed : init_seed + 1001);
+    {
+        O user = make_opt(net);
+        oar::dist::ps::Trainer<Net, O> trainer(role, net, user, o);
+        // The plain network's backward: the trainer's step() pushes and pulls.
+        auto fwd = [&](auto x) { return net.forward(x); };
+        auto bwd = [&](auto dy) { net.backward(dy); };
+        ps_steps(trainer, mine, 0, 10, fwd, bwd);
+        if (checkpoints && t == 0) oar::save_checkpoint(dir, "ps", net, trainer, {});
+        ps_steps(trainer, mine, 10, steps, fwd, bwd);
+        trainer.stop();
+    }
+    {
+        double dummy[2] = {0, 0};
+        std::vector<double> all(2 * static_cast<std::size_t>(role.world_size()));
+        MPI_Allgather(dummy, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, MPI_COMM_WORLD);
+        if (t == 0) {  // the servers' slices tile the buffer, balanced by bytes
+            const std::size_t n = net.parameters().values().size();
+            std::size_t at = 0, lo = n, hi = 0;
+            bool tiles = true;
+            for (int s = 0; s < role.servers; ++s) {
+                const auto first = static_cast<std::size_t>(all[2 * static_cast<std::size_t>(role.server_rank(s))]);
+                const auto size = static_cast<std::size_t>(all[2 * static_cast<std::size_t>(role.server_rank(s)) + 1]);
+                std::printf("%s: server %d holds values [%zu, %zu) of %zu\n", name, s, first, first + size, n);
+                tiles = tiles && first == at;
+                at = first + size;
+                lo = std::min(lo, size), hi = std::max(hi, size);
+            }
+            tiles = tiles && at == n && hi - lo <= 16;
+            std::printf("%s: %d server slices tile the buffer, sizes within 16 values: %s\n", name, role.servers,
+                        tiles ? "ok" : "FAILED");
+            failed |= tiles ? 0 : 1;
+        }
+    }
+    std::vector<float> other(net.parameters().values().begin(), net.parameters().values().end());
+    trainers.broadcast(std::span<float>(other), 1);
+    const bool same_trainers = std::memcmp(other.data(), net.parameters().values().data(), other.size() * 4) == 0;
+    std::string key;
+    const double rel = max_relative_diff(net, ref, key);
+    const bool bitwise = bitwise_equal(net, ref);
+    const bool ok = same_trainers && rel <= 1e-6;
+    if (t == 0 || !ok)
+        std::printf("%s: trainer %zu: %d server(s), 2 trainers, 20 steps: trainers bitwise equal: %s; vs collective "
+                    "data parallel (MPI allreduce): bitwise %s, max relative difference %.3g in %s (bound 1e-6): %s\n",
+                    name, t, role.servers, same_trainers ? "yes" : "no", bitwise ? "yes" : "no", rel, key.c_str(),
+                    ok ? "ok" : "FAILED");
+    failed |= ok ? 0 : 1;
+    if (!checkpoints) return failed;
+
+    // The PS checkpoint loads into a plain single-process network and optimizer, like the collective one.
+    if (t == 0) {
+        Net a(1), b(1);
+        O oa = make_opt(a), ob = make_opt(b);
+        oar::load_checkpoint(dir, "ps", a, oa);
+        oar::load_checkpoint(dir, "collective", b, ob);
+        double worst = 0;
+        auto sa = oa.state(), sb = ob.state();
+        for (std::size_t i = 0; i < sa.size(); ++i)
+            for (std::size_t j = 0; j < sa[i].second.size(); ++j) {
+                const double x = sa[i].second[j], y = sb[i].second[j];
+                worst = std::max(worst, std::fabs(x - y) / std::max(1e-30, std::fabs(y)));
+            }
+        std::string k2;
+        const double wrel = max_relative_diff(a, b, k2);
+        bool steps_equal = true;
+        if constexpr (requires { oa.step_count(); }) steps_equal = oa.step_count() == ob.step_count() && oa.step_count() == 10;
+        const bool cok = wrel <= 1e-6 && worst <= 1e-5 && steps_equal && oa.learning_rate() == ob.learning_rate();
+        std::printf("%s: checkpoint after 10 steps loads into a single-process network: weights vs the collective "
+                    "run's checkpoint %.3g, optimizer state %zu buffers, worst relative %.3g, step counts equal: %s, "
+                    "learning rates %g and %g: %s\n",
+                    name, wrel, sa.size(), worst, steps_equal ? "yes" : "no", static_cast<double>(oa.learning_rate()),
+                    static_cast<double>(ob.learning_rate()), cok ? "ok" : "FAILED");
+        failed |= cok ? 0 : 1;
+    }
+    // Resume: a new server session, new trainers from other weights; load, upload, steps 10..19.
+    Net resumed(init_seed + 77 + t);
+    {
+        O user = make_opt(resumed);
+        oar::dist::ps::Trainer<Net, O> trainer(role, resumed, user, o);
+        oar::load_checkpoint(dir, "ps", resumed, trainer);
+        trainer.upload();
+        ps_steps(trainer, mine, 10, steps, [&](auto x) { return resumed.forward(x); },
+                 [&](auto dy) { resumed.backward(dy); });
+        trainer.stop();
+    }
+    const bool rok = bitwise_equal(resumed, net);
+    if (t == 0 || !rok)
+        std::printf("%s: trainer %zu: resumed from the step-10 checkpoint, steps 10..19 give the uninterrupted run's "
+                    "bits: %s\n", name, t, rok ? "ok" : "FAILED");
+    return failed | (rok ? 0 : 1);
+}
+
+/// Async: 2 trainers memorise 200 random samples with Adam (lr 0.003, 60 epochs of 5 pushes per
+/// trainer), pushing without a barrier (max_staleness 1). Convergence, not bits: trainer 0
+/// evaluates the final parameters on all 200. Arguments (for trying settings by hand): a_sync,
+/// max_staleness, learning rate, epochs.
+int ps_async(const oar::dist::PsRole& role, bool a_sync, int staleness, float lr, std::size_t epochs) {
+    const oar::data::RandomDataset ds(200, oar::make_dims(1, 28, 28), 10, data_seed);
+    const oar::dist::ps::Options o{.a_sync = a_sync, .max_staleness = staleness};
+    Net net(init_seed);
+    oar::Adam<> opt(net.parameters(), {.learning_rate = lr});
+    if (role.is_server()) {
+        oar::dist::ps::Server<oar::Adam<>> server(role, net, opt, o);
+        server.run();
+        std::printf("async server: %llu updates\n", static_cast<unsigned long long>(server.updates()));
+        return 0;
+    }
+    oar::CrossEntropyLoss<> ce;
+    auto evaluate = [&] {
+        oar::data::DataLoader all(ds, {.batch_size = 200});
+        double loss = 0;
+        std::size_t correct = 0;
+        for (auto&& b : all.epoch(0)) {
+            const auto y = net.forward(b.images.view());
+            loss = ce(y, b.labels);
+            for (std::size_t i = 0; i < b.labels.size(); ++i) {
+                std::size_t best = 0;
+                for (std::size_t c = 1; c < 10; ++c)
+                    if (y[i * 10 + c] > y[i * 10 + best]) best = c;
+                correct += best == static_cast<std::size_t>(b.labels[i]) ? 1 : 0;
+            }
+        }
+        return std::pair{loss, static_cast<double>(correct) / 200.0};
+    };
+    const auto before = evaluate();
+    oar::dist::ps::Trainer<Net, oar::Adam<>> trainer(role, net, opt, o);
+    oar::data::DataLoader loader(ds, oar::data::DistributedBatchSampler(ds.size(), 20, 2,
+                                                                        static_cast<std::size_t>(role.index()), true));
+    for (std::size_t epoch = 0; epoch < epochs; ++epoch)
+        for (auto&& b : loader.epoch(epoch)) {
+            ce(net.forward(b.images.view()), b.labels);
+            net.backward(ce.backward());
+            trainer.step();
+            trainer.clear_grad();
+        }
+    trainer.stop();
+    if (role.index() != 0) return 0;
+    const auto after = evaluate();
+    const bool ok = after.first < 0.25 * before.first && after.second >= 0.9;
+    std::printf("%s: 2 trainers x %zu pushes, max_staleness %d (%llu pushes still unanswered when the next "
+                "gradient was computed): loss %.4f -> %.4f, accuracy %.3f -> %.3f on the 200 samples: %s\n",
+                a_sync ? "async" : "sync", epochs * loader.num_batches(), staleness,
+                static_cast<unsigned long long>(trainer.stale_answers()), before.first, after.first, before.second,
+                after.second, ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
+}
+
+/// Sync, 1 server: trainer 1 kills itself at step 5. The job must end, naming the rank.
+int ps_fault(const oar::dist::PsRole& role) {
+    const oar::data::RandomDataset ds(1000, oar::make_dims(1, 28, 28), 10, data_seed);
+    Net net(init_seed);
+    oar::Adam<> opt(net.parameters());
+    const oar::dist::ps::Options o{};
+    if (role.is_server()) {
+        oar::dist::ps::Server<oar::Adam<>> server(role, net, opt, o);
+        server.run();
+        std::printf("server: every trainer stopped: the fault went unnoticed\n");
+        return 0;
+    }
+    oar::dist::ps::Trainer<Net, oar::Adam<>> trainer(role, net, opt, o);
+    oar::CrossEntropyLoss<> ce;
+    oar::data::DataLoader loader(ds, oar::data::DistributedBatchSampler(ds.size(), 10, 2,
+                                                                        static_cast<std::size_t>(role.index())));
+    for (std::size_t epoch = 0; epoch < 1000; ++epoch)
+        for (auto&& b : loader.epoch(epoch)) {
+            if (role.index() == 1 && b.index == 5) {
+                std::printf("trainer 1 (rank 1): raising SIGKILL at step 5\n");
+                std::fflush(stdout);
+                std::raise(SIGKILL);
+            }
+            ce(net.forward(b.images.view()), b.labels);
+            net.backward(ce.backward());
+            trainer.step();
+            trainer.clear_grad();
+        }
+    std::printf("trainer %d: trained 1000 epochs without its peer: the fault went unnoticed\n", role.index());
+    return 0;
+}
+
 }  // namespace
 
 /// Timings for the cost model in docs/DISTRIBUTED.md (benchmarks/bench_dist.sh runs it): the
@@ -372,7 +627,18 @@ int main(int argc, char** argv) {
         else if (mode == "fault") rc = fault(ctx);
         else if (mode == "mismatch") rc = mismatch(ctx);
         else if (mode == "bench") rc = bench(ctx);
-        else std::printf("usage: mpi_worker equivalence|sampler|fault|mismatch|bench\n");
+        else if (mode.rfind("ps_", 0) == 0) {
+            const oar::dist::PsRole role = oar::dist::ps_role_from_env(ctx.world_size(), ctx.rank());
+            const std::string dir = argc > 2 ? argv[2] : "";
+            if (mode == "ps_sync")
+                rc = ps_sync<oar::SGD>(role, "PS sync SGD", "") | ps_sync<oar::Adam>(role, "PS sync Adam", dir);
+            else if (mode == "ps_async")
+                rc = ps_async(role, argc > 2 ? std::atoi(argv[2]) != 0 : true, argc > 3 ? std::atoi(argv[3]) : 1,
+                              argc > 4 ? static_cast<float>(std::atof(argv[4])) : 0.003f,
+                              argc > 5 ? static_cast<std::size_t>(std::atoi(argv[5])) : 60);
+            else if (mode == "ps_fault") rc = ps_fault(role);
+        }
+        else std::printf("usage: mpi_worker equivalence|sampler|fault|mismatch|bench|ps_sync DIR|ps_async|ps_fault\n");
         std::fflush(stdout);
         return rc;
     } catch (const std::exception& e) {

@@ -22,6 +22,12 @@ struct DistributedStrategy {
     double fuse_grad_size_in_MB = 32;
     /// Overlap the buckets' allreduce with backward (Paddle always does in collective mode).
     bool overlap = true;
+    /// Parameter-server mode (fleet::init(argc, argv, false), ps_fleet.hpp): Paddle's a_sync,
+    /// asynchronous pushes and pulls instead of a barrier per step.
+    bool a_sync = false;
+    /// Parameter-server async mode: how many of its own pushes a trainer may have unanswered
+    /// while it computes (ps::Options::max_staleness).
+    int max_staleness = 1;
     DataParallelOptions options() const {
         return {.bucket_bytes = static_cast<std::size_t>(fuse_grad_size_in_MB * 1024 * 1024), .root = 0,
                 .overlap = overlap};
@@ -47,3 +53,5 @@ Opt& distributed_optimizer(Opt& opt) {
 }
 
 }  // namespace oar::dist::fleet
+
+#include "ps_fleet.hpp"  // fleet::init(argc, argv, is_collective), Fleet: the parameter-server mode

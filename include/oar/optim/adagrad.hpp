@@ -26,19 +26,24 @@ public:
 
     explicit Adagrad(parameter_set& params, AdagradOptions o = {})
         : base("Adagrad", params, o.learning_rate, o.weight_decay),
-          eps_(detail::checked_rate("Adagrad", "epsilon", o.epsilon)), moment_(zeros()) {
-        storage<B>::fill(moment_.data(), moment_.size(),
-                         static_cast<value_type>(detail::checked_rate("Adagrad", "initial_accumulator_value",
-                                                                      o.initial_accumulator_value)));
+          eps_(detail::checked_rate("Adagrad", "epsilon", o.epsilon)),
+          init_(detail::checked_rate("Adagrad", "initial_accumulator_value", o.initial_accumulator_value)),
+          moment_(zeros()) {
+        storage<B>::fill(moment_.data(), moment_.size(), static_cast<value_type>(init_));
     }
 
     void step() {
         kernel<op::fused_update, B>::run(adagrad_fn{lr_, l2_, eps_}, size(), values(), grads(), moment_.data(), nullptr);
     }
     std::vector<typename base::state_view> state() { return {{"moment", view(moment_)}}; }
+    /// The options this optimizer runs with (the current learning rate), as SGD::options().
+    AdagradOptions options() const {
+        return {.learning_rate = lr_, .epsilon = eps_, .initial_accumulator_value = init_, .weight_decay = L2Decay(l2_)};
+    }
 
 private:
     float eps_;
+    float init_;
     typename base::state_buffer moment_;
 };
 

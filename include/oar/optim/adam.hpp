@@ -44,6 +44,10 @@ public:
         kernel<op::fused_update, B>::run(f, size(), values(), grads(), m_.data(), v_.data());
     }
     std::vector<typename base::state_view> state() { return {{"moment1", view(m_)}, {"moment2", view(v_)}}; }
+    /// The options this optimizer runs with (the current learning rate), as SGD::options().
+    AdamOptions options() const {
+        return {.learning_rate = lr_, .beta1 = b1_, .beta2 = b2_, .epsilon = eps_, .weight_decay = L2Decay(l2_)};
+    }
 
     /// Updates taken so far (t in the bias corrections); settable for resume.
     std::uint64_t step_count() const { return t_; }

@@ -33,6 +33,10 @@ public:
                                          velocity_.data(), nullptr);
     }
     std::vector<typename base::state_view> state() { return {{"velocity", view(velocity_)}}; }
+    /// The options this optimizer runs with (the current learning rate), as SGD::options().
+    MomentumOptions options() const {
+        return {.learning_rate = lr_, .momentum = mu_, .use_nesterov = nesterov_, .weight_decay = L2Decay(l2_)};
+    }
 
 private:
     float mu_;

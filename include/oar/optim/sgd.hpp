@@ -25,6 +25,9 @@ public:
 
     void step() { kernel<op::fused_update, B>::run(sgd_fn{lr_, l2_}, size(), values(), grads(), nullptr, nullptr); }
     std::vector<typename base::state_view> state() { return {}; }
+    /// The options this optimizer runs with (the current learning rate): an equal optimizer over
+    /// other parameters (a parameter server's slice) is SGD(other, opt.options()).
+    SGDOptions options() const { return {.learning_rate = lr_, .weight_decay = L2Decay(l2_)}; }
 };
 
 }  // namespace oar
