@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets into fuzz/corpus/<target>/: small valid and
 near-valid inputs, each prefixed by the harness's mode byte (see the comment at the top of each
-fuzz_*.cpp). Deterministic (fixed gzip mtime), standard library only; every corpus stays well
+fuzz_*.cpp). Deterministic (fixed gzip mtime), standard library only (but fuzz_image's JPEG seeds: Pillow); every corpus stays well
 under 100 KB. Run it again after changing a harness's input layout:  python3 fuzz/make_corpus.py
 """
 import gzip
@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import struct
+import zlib
 import tarfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -226,6 +227,70 @@ def safetensors_corpus() -> None:
     write(t, "checkpoint_momentum", b"\x03" + st_file(tensors[:4], dict(meta, **{"optimizer.state": "velocity"})))
 
 
+# ---- pictures (PNG, JPEG) ----------------------------------------------------------------------
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png(w: int, h: int, depth: int, colour: int, rows, interlace: int = 0, extra: bytes = b"") -> bytes:
+    """A PNG of the given rows (each already filtered: a filter byte, then the packed samples)."""
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, colour, 0, 0, interlace)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + extra +
+            png_chunk(b"IDAT", zlib.compress(b"".join(rows), 9)) + png_chunk(b"IEND", b""))
+
+
+def adam7_rows(w: int, h: int, pixel):
+    """Adam7-interlaced rows of 8-bit grey pixels pixel(x, y), filter 0: the seven passes in order."""
+    passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
+    rows = []
+    for x0, y0, dx, dy in passes:
+        xs = list(range(x0, w, dx))
+        if not xs:
+            continue
+        for y in range(y0, h, dy):
+            rows.append(b"\x00" + bytes(pixel(x, y) for x in xs))
+    return rows
+
+
+def image_corpus() -> None:
+    t = "fuzz_image"
+    w, h = 12, 9
+    grey = [b"\x00" + bytes((x * 20 + y * 7) % 256 for x in range(w)) for y in range(h)]
+    write(t, "png_grey8", png(w, h, 8, 0, grey))
+    write(t, "png_rgb8", png(w, h, 8, 2, [b"\x01" + bytes((x * 3 + c * 40 + y) % 256 for x in range(w) for c in range(3)) for y in range(h)]))
+    write(t, "png_rgba8", png(w, h, 8, 6, [b"\x02" + bytes((x * 5 + c * 60 + y * 9) % 256 for x in range(w) for c in range(4)) for y in range(h)]))
+    write(t, "png_grey_alpha16", png(4, 3, 16, 4, [b"\x00" + bytes((x * 31 + k) % 256 for x in range(4) for k in range(4)) for _ in range(3)]))
+    write(t, "png_grey1", png(16, 4, 1, 0, [b"\x00" + bytes([0b10110010, 0b01001101]) for _ in range(4)]))
+    plte = png_chunk(b"PLTE", bytes(range(0, 48))) + png_chunk(b"tRNS", bytes([0, 128, 255]))
+    write(t, "png_palette4_trns", png(8, 3, 4, 3, [b"\x00" + bytes([0x01, 0x23, 0x45, 0x0F]) for _ in range(3)], extra=plte))
+    write(t, "png_interlaced", png(w, h, 8, 0, adam7_rows(w, h, lambda x, y: (x * 20 + y * 7) % 256), interlace=1))
+    whole = png(w, h, 8, 0, grey)
+    write(t, "png_truncated", whole[: len(whole) // 2])
+    # A header claiming 8000 x 8000 pixels in a file of a hundred bytes.
+    write(t, "png_huge_claim", png(8000, 8000, 8, 0, [b"\x00\x00"]))
+    try:  # JPEG seeds need an encoder: Pillow (the venv of scripts/setup.sh)
+        from PIL import Image
+    except ImportError:
+        print("fuzz_image: no Pillow, PNG seeds only")
+        return
+
+    def jpeg(im, **kw) -> bytes:
+        out = io.BytesIO()
+        im.save(out, "JPEG", **kw)
+        return out.getvalue()
+
+    g = Image.frombytes("L", (16, 16), bytes((x * 16 + y * 5) % 256 for y in range(16) for x in range(16)))
+    rgb = Image.merge("RGB", (g, g.transpose(Image.Transpose.FLIP_LEFT_RIGHT), g.transpose(Image.Transpose.FLIP_TOP_BOTTOM)))
+    write(t, "jpeg_grey", jpeg(g, quality=75))
+    write(t, "jpeg_rgb420", jpeg(rgb, quality=75, subsampling=2))
+    write(t, "jpeg_rgb444", jpeg(rgb, quality=90, subsampling=0))
+    write(t, "jpeg_progressive", jpeg(rgb, quality=75, progressive=True))
+    write(t, "jpeg_cmyk", jpeg(rgb.convert("CMYK"), quality=75))
+    whole = jpeg(rgb, quality=75)
+    write(t, "jpeg_truncated", whole[: len(whole) * 2 // 3])
+
+
 def main() -> None:
     if os.path.isdir(CORPUS):
         shutil.rmtree(CORPUS)
@@ -234,6 +299,7 @@ def main() -> None:
     json_corpus()
     gzip_corpus()
     safetensors_corpus()
+    image_corpus()
     for target in sorted(os.listdir(CORPUS)):
         folder = os.path.join(CORPUS, target)
         files = os.listdir(folder)

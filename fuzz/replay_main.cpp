@@ -24,6 +24,9 @@ extern "C" int oar_fuzz_mnist_json(const std::uint8_t* data, std::size_t size);
 extern "C" int oar_fuzz_gzip(const std::uint8_t* data, std::size_t size);
 extern "C" int oar_fuzz_safetensors(const std::uint8_t* data, std::size_t size);
 extern "C" int oar_fuzz_options(const std::uint8_t* data, std::size_t size);
+#if OAR_HAS_IMAGE  // fuzz_image.cpp is built where libpng and libjpeg are (oar::image)
+extern "C" int oar_fuzz_image(const std::uint8_t* data, std::size_t size);
+#endif
 
 namespace {
 
@@ -36,7 +39,11 @@ struct Target {
 
 constexpr Target targets[] = {{"fuzz_idx", oar_fuzz_idx},         {"fuzz_cifar10", oar_fuzz_cifar10},
                               {"fuzz_mnist_json", oar_fuzz_mnist_json}, {"fuzz_gzip", oar_fuzz_gzip},
-                              {"fuzz_safetensors", oar_fuzz_safetensors}, {"fuzz_options", oar_fuzz_options}};
+                              {"fuzz_safetensors", oar_fuzz_safetensors}, {"fuzz_options", oar_fuzz_options},
+#if OAR_HAS_IMAGE
+                              {"fuzz_image", oar_fuzz_image},
+#endif
+};
 
 std::vector<std::uint8_t> read_file(const std::filesystem::path& p) {
     std::ifstream in(p, std::ios::binary);

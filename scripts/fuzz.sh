@@ -3,16 +3,20 @@
 # bounded time on a scratch copy of its seed corpus (fuzz/corpus/<target>/ is never written), then
 # prints executions and coverage per target. Exit status 1 if any target crashed, leaked, ran out
 # of memory or timed out; the reproducer's path is printed (rerun it: <binary> <reproducer>).
-#   FUZZ_SECONDS  seconds per target (default 60)
+#   FUZZ_STAGE_SECONDS  the fuzzing time of the whole stage (default 180), shared evenly: each
+#                 target runs FUZZ_STAGE_SECONDS / ceil(targets / FUZZ_JOBS) seconds, so that a
+#                 new target does not lengthen CI (7 targets, 2 at once: 45 s each)
+#   FUZZ_SECONDS  seconds per target instead (overrides the share)
 #   FUZZ_JOBS     targets fuzzed at once (default 2, one per core of the CI machine)
 #   FUZZ_TARGETS  space-separated subset (default: all)
 #   FUZZ_WORK     scratch folder (default build/fuzz/run): corpora, logs, reproducers
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-seconds="${FUZZ_SECONDS:-60}"
 jobs="${FUZZ_JOBS:-2}"
-targets=(${FUZZ_TARGETS:-fuzz_idx fuzz_cifar10 fuzz_mnist_json fuzz_gzip fuzz_safetensors fuzz_options})
+targets=(${FUZZ_TARGETS:-fuzz_idx fuzz_cifar10 fuzz_mnist_json fuzz_gzip fuzz_safetensors fuzz_options fuzz_image})
+rounds=$(( (${#targets[@]} + jobs - 1) / jobs ))
+seconds="${FUZZ_SECONDS:-$(( ${FUZZ_STAGE_SECONDS:-180} / rounds ))}"
 work="${FUZZ_WORK:-build/fuzz/run}"
 bin=build/fuzz/fuzz
 
@@ -29,6 +33,7 @@ dict_of() {
     fuzz_mnist_json) echo "-dict=fuzz/json.dict" ;;
     fuzz_cifar10) echo "-dict=fuzz/tar.dict" ;;
     fuzz_safetensors) echo "-dict=fuzz/safetensors.dict" ;;
+    fuzz_image) echo "-dict=fuzz/image.dict" ;;
   esac
 }
 

@@ -107,6 +107,10 @@ struct PngDecoder {
     std::size_t at = 0;
     char message[256] = {};
 
+    /// The most memory libpng may take for one ancillary chunk (no text or ICC profile a picture
+    /// needs comes near it).
+    static constexpr png_alloc_size_t max_chunk_bytes = png_alloc_size_t(8) << 20;
+
     ~PngDecoder() {
         if (png) png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);
     }
@@ -139,6 +143,14 @@ inline bool png_decode(PngDecoder& d, const std::string& name, const io::ImageLi
     if (!d.info) throw std::bad_alloc();
     if (setjmp(png_jmpbuf(d.png))) return false;
     png_set_read_fn(d.png, &d, &PngDecoder::read_fn);
+    // libpng allocates a text chunk or an ICC profile as large as its length field claims before
+    // reading it: the ancillary chunks a grey picture does not need are skipped unread instead
+    // (tRNS, transparency, is kept), and whatever libpng still allocates per chunk is capped.
+    static constexpr png_byte skipped[] = "tEXt\0zTXt\0iTXt\0iCCP\0sPLT\0eXIf\0cHRM\0gAMA\0sRGB\0sBIT\0"
+                                          "bKGD\0hIST\0pHYs\0oFFs\0pCAL\0sCAL\0tIME";
+    png_set_keep_unknown_chunks(d.png, PNG_HANDLE_CHUNK_NEVER, nullptr, 0);
+    png_set_keep_unknown_chunks(d.png, PNG_HANDLE_CHUNK_NEVER, skipped, static_cast<int>(sizeof skipped / 5));
+    png_set_chunk_malloc_max(d.png, PngDecoder::max_chunk_bytes);
     png_read_info(d.png, d.info);
     const std::size_t w = png_get_image_width(d.png, d.info), h = png_get_image_height(d.png, d.info);
     check_picture_size(w, h, d.bytes.size(), name, "PNG", lim);
