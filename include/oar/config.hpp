@@ -41,3 +41,11 @@
 #define OAR_VERSION_MAJOR 0
 #define OAR_VERSION_MINOR 1
 #define OAR_VERSION_PATCH 0
+
+// x86 with GCC or Clang: the kernels of kernels/cpu/isa/ are compiled for AVX-512 and AVX2 besides
+// the baseline and chosen at run time (core/cpu_isa.hpp); elsewhere only the baseline is built.
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#define OAR_ISA_X86 1
+#else
+#define OAR_ISA_X86 0
+#endif

@@ -13,6 +13,7 @@
 
 #include <oar/kernels/cpu/gemm.hpp>  // the header under test
 #include <oar/core/thread_pool.hpp>  // set_num_threads: results must not depend on it
+#include <oar/core/cpu_isa.hpp>      // supported_cpu_isas, set_cpu_isa: every ISA the CPU has is tested
 
 #include <cmath>     // std::abs, std::isnan
 #include <cstddef>   // std::size_t
@@ -24,6 +25,7 @@
 #include <vector>    // std::vector
 
 #include "support/random.hpp"  // oar_test::rand_unit, random_vector: deterministic A, B and C
+#include "support/skip.hpp"    // oar_test::skip: an ISA this CPU lacks
 
 namespace {
 
@@ -118,6 +120,18 @@ std::size_t run_case(const GemmCase& c, std::uint64_t seed, std::string& first, 
 
 constexpr Trans both[] = {Trans::no, Trans::yes};
 
+/// Runs f() once per ISA this CPU supports, that ISA active (the GEMM is dispatched at run time),
+/// then restores the default ISA.
+template <class F>
+void for_each_isa(F f) {
+    for (oar::cpu_isa isa : oar::supported_cpu_isas()) {
+        oar::set_cpu_isa(isa);
+        INFO("ISA ", oar::cpu_isa_name(isa));
+        f();
+    }
+    oar::set_cpu_isa(oar::default_cpu_isa());
+}
+
 // Ms reach the 10-row (AVX-512) and 6-row tiles and rests of every length. Ns are below, at and above multiples of one and
 // two vectors of 16 floats / 8 doubles (and of narrower ISAs): full panels only, a partial panel
 // only, and both.
@@ -149,12 +163,40 @@ void sweep(std::size_t pad) {
 
 }  // namespace
 
-TEST_CASE("float gemm matches a naive triple loop for every transpose combination and edge size") {
-    sweep<float>(0);
+TEST_CASE("float gemm matches a naive triple loop for every transpose combination and edge size on every ISA") {
+    for_each_isa([] { sweep<float>(0); });
 }
 
-TEST_CASE("double gemm matches a naive triple loop for every transpose combination and edge size") {
-    sweep<double>(0);
+TEST_CASE("double gemm matches a naive triple loop for every transpose combination and edge size on every ISA") {
+    for_each_isa([] { sweep<double>(0); });
+}
+
+TEST_CASE("gemm gives the same bits on avx2 and avx512 on the tiled paths, and sse2 stays within the bound") {
+    // The tiles sum each element of C along K in the same order with one rounding per FMA, whatever
+    // the tile's width, so the two FMA ISAs agree bit for bit; sse2 rounds each product (no FMA) and
+    // is held to the triple loop's bound by the sweeps above. The narrow dot-product path sums
+    // vector partials of the ISA's width, so it is left out here.
+    if (!oar::cpu_supports(oar::cpu_isa::avx512) || !oar::cpu_supports(oar::cpu_isa::avx2)) {
+        oar_test::skip("this CPU lacks avx512 or avx2: nothing to compare bit for bit");
+        return;
+    }
+    constexpr std::size_t shapes[][3] = {{100, 512, 784}, {784, 512, 100}, {37, 65, 300}, {300, 410, 270}, {13, 33, 7}};
+    for (Trans ta : both)
+        for (Trans tb : both)
+            for (const auto& sh : shapes) {
+                const std::size_t M = sh[0], N = sh[1], K = sh[2];
+                const auto a = oar_test::random_vector<float>(M * K, 3), b = oar_test::random_vector<float>(K * N, 4);
+                std::vector<std::vector<float>> results;
+                for (oar::cpu_isa isa : {oar::cpu_isa::avx512, oar::cpu_isa::avx2}) {
+                    oar::set_cpu_isa(isa);
+                    std::vector<float> c(M * N, 0.25f);
+                    oar::gemm(ta, tb, M, N, K, 1.5f, a.data(), b.data(), 0.5f, c.data());
+                    results.push_back(std::move(c));
+                }
+                INFO("M=" << M << " N=" << N << " K=" << K);
+                CHECK(results[0] == results[1]);
+            }
+    oar::set_cpu_isa(oar::default_cpu_isa());
 }
 
 TEST_CASE("gemm honours row strides larger than the packed ones and leaves the padding alone") {
@@ -282,7 +324,8 @@ TEST_CASE("gemm results are bit-identical whatever the thread count") {
     oar::set_num_threads(oar::default_thread_count());
 }
 
-TEST_CASE("narrow gemm (N <= 10 columns) matches a naive triple loop on every path and edge") {
+TEST_CASE("narrow gemm (N <= 10 columns) matches a naive triple loop on every path and edge on every ISA") {
+    for_each_isa([] {
     // M: below, at and past one 32-row transposed tile and the 3-row dot tiles; N: every column
     // count of the 5-column dot tiles and their rests; K: below the dot paths' 32, past and short of
     // whole vectors of 16 floats / 8 doubles, past one K block.
@@ -308,6 +351,7 @@ TEST_CASE("narrow gemm (N <= 10 columns) matches a naive triple loop on every pa
                         CHECK(bad_f == 0);
                         CHECK(bad_d == 0);
                     }
+    });
 }
 
 TEST_CASE("narrow gemm with beta = 0 overwrites NaN in C on both narrow paths") {
@@ -323,7 +367,8 @@ TEST_CASE("narrow gemm with beta = 0 overwrites NaN in C on both narrow paths") 
             }
 }
 
-TEST_CASE("gemm matches a naive triple loop on every shape the course's models call") {
+TEST_CASE("gemm matches a naive triple loop on every shape the course's models call on every ISA") {
+    for_each_isa([] {
     // (ta, tb, M, N, K, beta) of a training step at batch 100: the CNN's Linear<980,10> forward,
     // weight and input gradients; the MLP's Linear<784,512> forward and weight gradient and its
     // Linear<512,10> forward, weight and input gradients.
@@ -347,4 +392,5 @@ TEST_CASE("gemm matches a naive triple loop on every shape the course's models c
         INFO(first);
         CHECK(bad == 0);
     }
+    });
 }

@@ -1,0 +1,79 @@
+// Tests of oar/core/cpu_isa.hpp: the ISA names, what this CPU supports, OAR_ISA's parsing (an
+// unknown name or an ISA the CPU lacks is an oar::value_error naming the variable and the value)
+// and set_cpu_isa.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <oar/core/cpu_isa.hpp>  // the header under test
+
+#include <cstdlib>  // setenv, unsetenv
+#include <string>   // std::string
+
+namespace {
+
+std::string message_of(void (*f)()) {
+    try {
+        f();
+    } catch (const oar::value_error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("every CPU runs sse2, the best ISA is supported and listed first") {
+    CHECK(oar::cpu_supports(oar::cpu_isa::sse2));
+    const auto isas = oar::supported_cpu_isas();
+    REQUIRE(!isas.empty());
+    CHECK(isas.front() == oar::best_cpu_isa());
+    CHECK(isas.back() == oar::cpu_isa::sse2);
+    for (oar::cpu_isa isa : isas) CHECK(oar::cpu_supports(isa));
+    // avx512 implies avx2 here (both need FMA and AVX2).
+    if (oar::cpu_supports(oar::cpu_isa::avx512)) CHECK(oar::cpu_supports(oar::cpu_isa::avx2));
+}
+
+TEST_CASE("ISA names round-trip through parse_cpu_isa") {
+    for (oar::cpu_isa isa : oar::supported_cpu_isas()) CHECK(oar::parse_cpu_isa(oar::cpu_isa_name(isa)) == isa);
+}
+
+TEST_CASE("an unknown OAR_ISA name is a value_error naming the variable, the value and the choices") {
+    const std::string msg = message_of([] { (void)oar::parse_cpu_isa("avx3"); });
+    CHECK(msg.find("OAR_ISA") != std::string::npos);
+    CHECK(msg.find("\"avx3\"") != std::string::npos);
+    CHECK(msg.find("avx512, avx2 or sse2") != std::string::npos);
+    CHECK(message_of([] { (void)oar::parse_cpu_isa("AVX2"); }).find("\"AVX2\"") != std::string::npos);
+}
+
+TEST_CASE("OAR_ISA picks the default ISA; empty means the best; bad values throw") {
+    ::setenv("OAR_ISA", "sse2", 1);
+    CHECK(oar::default_cpu_isa() == oar::cpu_isa::sse2);
+    ::setenv("OAR_ISA", "", 1);
+    CHECK(oar::default_cpu_isa() == oar::best_cpu_isa());
+    ::setenv("OAR_ISA", "neon", 1);
+    CHECK_THROWS_AS((void)oar::default_cpu_isa(), oar::value_error);
+    ::unsetenv("OAR_ISA");
+    CHECK(oar::default_cpu_isa() == oar::best_cpu_isa());
+}
+
+TEST_CASE("an ISA this CPU lacks is refused by name, never run") {
+    for (oar::cpu_isa isa : {oar::cpu_isa::avx512, oar::cpu_isa::avx2}) {
+        if (oar::cpu_supports(isa)) continue;
+        const std::string name(oar::cpu_isa_name(isa));
+        CHECK_THROWS_AS(oar::set_cpu_isa(isa), oar::value_error);
+        try {
+            (void)oar::parse_cpu_isa(name);
+            FAIL("parse_cpu_isa accepted " << name);
+        } catch (const oar::value_error& e) {
+            CHECK(std::string(e.what()).find("does not support " + name) != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("set_cpu_isa switches the active ISA among the supported ones") {
+    for (oar::cpu_isa isa : oar::supported_cpu_isas()) {
+        oar::set_cpu_isa(isa);
+        CHECK(oar::active_cpu_isa() == isa);
+    }
+    oar::set_cpu_isa(oar::default_cpu_isa());
+    CHECK(oar::active_cpu_isa() == oar::default_cpu_isa());
+}
