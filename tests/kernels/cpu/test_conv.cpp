@@ -18,6 +18,7 @@
 #include <string>   // std::string
 #include <vector>   // std::vector
 
+#include "support/isa.hpp"     // oar_test::for_each_isa: the kernels on every ISA the CPU has
 #include "support/random.hpp"  // oar_test::random_vector: seeded inputs
 
 namespace {
@@ -232,81 +233,85 @@ BatchConvResult run_batch_conv(const oar::ConvGeometry& g, std::size_t out_c, st
 }  // namespace
 
 TEST_CASE("batch conv2d forward and backward match direct loops, with and without the input gradient") {
-    struct Case {
-        oar::ConvGeometry g;
-        std::size_t out_c, n;
-    };
-    const Case cases[] = {
-        {{1, 12, 12, 5, 1, 2}, 20, 9},    // the course's first layer (col2im dx: one channel)
-        {{20, 7, 7, 5, 1, 2}, 20, 5},     // the second layer's shape: flipped-weight dx
-        {{8, 6, 5, 3, 1, 0}, 3, 6},       // flipped, no padding
-        {{9, 7, 6, 3, 2, 1}, 4, 4},       // stride 2: col2im dx
-        {{3, 9, 8, 4, 3, 2}, 2, 3},
-        {{2, 9, 10, 7, 1, 3}, 6, 5},      // stride 1, K = 7 and 6 channels: partial weight-gradient tiles
-        {{3, 6, 7, 3, 1, 2}, 4, 3},       // pad = K - 1: the pitch is the output row, no extra columns
-        {{8, 5, 6, 3, 1, 2}, 3, 3},       // the same with flipped-weight dx (its padding 0)
-        {{2, 5, 6, 3, 1, 3}, 3, 4},       // pad > K - 1 (kernel level only): the output row sets the pitch
-        {{20, 14, 14, 5, 1, 2}, 20, 6},   // the course's second layer at full size (pitch 16, not 18)
-    };
-    for (const auto& c : cases)
-        for (bool with_dx : {true, false}) {
-            const auto& g = c.g;
-            INFO(describe(g) << " out_c=" << c.out_c << " n=" << c.n << " dx=" << with_dx);
-            const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
-            const std::size_t K = g.kernel, OH = g.out_height(), OW = g.out_width();
-            const auto x = random_vector<float>(c.n * in_size, 31), w = random_vector<float>(c.out_c * ckk, 32);
-            const auto b = random_vector<float>(c.out_c, 33), dy = random_vector<float>(c.n * c.out_c * P, 34);
-            const auto dw0 = random_vector<float>(c.out_c * ckk, 35), db0 = random_vector<float>(c.out_c, 36);
-            const auto r = run_batch_conv(g, c.out_c, c.n, with_dx);
-            std::vector<double> want_dw(dw0.begin(), dw0.end()), want_db(db0.begin(), db0.end()),
-                want_dx(c.n * in_size, 0.0);
-            std::size_t bad_y = 0;
-            for (std::size_t s = 0; s < c.n; ++s)
-                for (std::size_t o = 0; o < c.out_c; ++o)
-                    for (std::size_t oy = 0; oy < OH; ++oy)
-                        for (std::size_t ox = 0; ox < OW; ++ox) {
-                            const std::size_t yi = ((s * c.out_c + o) * OH + oy) * OW + ox;
-                            double acc = b[o];
-                            want_db[o] += dy[yi];
-                            for (std::size_t ch = 0; ch < g.channels; ++ch)
-                                for (std::size_t ky = 0; ky < K; ++ky)
-                                    for (std::size_t kx = 0; kx < K; ++kx) {
-                                        const auto iy = in_coord(g, oy, ky), ix = in_coord(g, ox, kx);
-                                        if (!inside(g, iy, ix)) continue;
-                                        const std::size_t xi = s * in_size + pixel(g, ch, iy, ix);
-                                        const std::size_t wi = ((o * g.channels + ch) * K + ky) * K + kx;
-                                        acc += static_cast<double>(w[wi]) * x[xi];
-                                        want_dw[wi] += static_cast<double>(dy[yi]) * x[xi];
-                                        want_dx[xi] += static_cast<double>(dy[yi]) * w[wi];
-                                    }
-                            bad_y += std::abs(r.y[yi] - acc) > 1e-4;
-                        }
-            std::size_t bad_dw = 0, bad_db = 0, bad_dx = 0;
-            for (std::size_t i = 0; i < want_dw.size(); ++i) bad_dw += std::abs(r.dw[i] - want_dw[i]) > 1e-3;
-            for (std::size_t i = 0; i < want_db.size(); ++i) bad_db += std::abs(r.db[i] - want_db[i]) > 1e-3;
-            if (with_dx)
-                for (std::size_t i = 0; i < want_dx.size(); ++i) bad_dx += std::abs(r.dx[i] - want_dx[i]) > 1e-4;
-            CHECK(bad_y == 0);
-            CHECK(bad_dw == 0);
-            CHECK(bad_db == 0);
-            CHECK(bad_dx == 0);
-        }
+    oar_test::for_each_isa([&] {
+        struct Case {
+            oar::ConvGeometry g;
+            std::size_t out_c, n;
+        };
+        const Case cases[] = {
+            {{1, 12, 12, 5, 1, 2}, 20, 9},    // the course's first layer (col2im dx: one channel)
+            {{20, 7, 7, 5, 1, 2}, 20, 5},     // the second layer's shape: flipped-weight dx
+            {{8, 6, 5, 3, 1, 0}, 3, 6},       // flipped, no padding
+            {{9, 7, 6, 3, 2, 1}, 4, 4},       // stride 2: col2im dx
+            {{3, 9, 8, 4, 3, 2}, 2, 3},
+            {{2, 9, 10, 7, 1, 3}, 6, 5},      // stride 1, K = 7 and 6 channels: partial weight-gradient tiles
+            {{3, 6, 7, 3, 1, 2}, 4, 3},       // pad = K - 1: the pitch is the output row, no extra columns
+            {{8, 5, 6, 3, 1, 2}, 3, 3},       // the same with flipped-weight dx (its padding 0)
+            {{2, 5, 6, 3, 1, 3}, 3, 4},       // pad > K - 1 (kernel level only): the output row sets the pitch
+            {{20, 14, 14, 5, 1, 2}, 20, 6},   // the course's second layer at full size (pitch 16, not 18)
+        };
+        for (const auto& c : cases)
+            for (bool with_dx : {true, false}) {
+                const auto& g = c.g;
+                INFO(describe(g) << " out_c=" << c.out_c << " n=" << c.n << " dx=" << with_dx);
+                const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
+                const std::size_t K = g.kernel, OH = g.out_height(), OW = g.out_width();
+                const auto x = random_vector<float>(c.n * in_size, 31), w = random_vector<float>(c.out_c * ckk, 32);
+                const auto b = random_vector<float>(c.out_c, 33), dy = random_vector<float>(c.n * c.out_c * P, 34);
+                const auto dw0 = random_vector<float>(c.out_c * ckk, 35), db0 = random_vector<float>(c.out_c, 36);
+                const auto r = run_batch_conv(g, c.out_c, c.n, with_dx);
+                std::vector<double> want_dw(dw0.begin(), dw0.end()), want_db(db0.begin(), db0.end()),
+                    want_dx(c.n * in_size, 0.0);
+                std::size_t bad_y = 0;
+                for (std::size_t s = 0; s < c.n; ++s)
+                    for (std::size_t o = 0; o < c.out_c; ++o)
+                        for (std::size_t oy = 0; oy < OH; ++oy)
+                            for (std::size_t ox = 0; ox < OW; ++ox) {
+                                const std::size_t yi = ((s * c.out_c + o) * OH + oy) * OW + ox;
+                                double acc = b[o];
+                                want_db[o] += dy[yi];
+                                for (std::size_t ch = 0; ch < g.channels; ++ch)
+                                    for (std::size_t ky = 0; ky < K; ++ky)
+                                        for (std::size_t kx = 0; kx < K; ++kx) {
+                                            const auto iy = in_coord(g, oy, ky), ix = in_coord(g, ox, kx);
+                                            if (!inside(g, iy, ix)) continue;
+                                            const std::size_t xi = s * in_size + pixel(g, ch, iy, ix);
+                                            const std::size_t wi = ((o * g.channels + ch) * K + ky) * K + kx;
+                                            acc += static_cast<double>(w[wi]) * x[xi];
+                                            want_dw[wi] += static_cast<double>(dy[yi]) * x[xi];
+                                            want_dx[xi] += static_cast<double>(dy[yi]) * w[wi];
+                                        }
+                                bad_y += std::abs(r.y[yi] - acc) > 1e-4;
+                            }
+                std::size_t bad_dw = 0, bad_db = 0, bad_dx = 0;
+                for (std::size_t i = 0; i < want_dw.size(); ++i) bad_dw += std::abs(r.dw[i] - want_dw[i]) > 1e-3;
+                for (std::size_t i = 0; i < want_db.size(); ++i) bad_db += std::abs(r.db[i] - want_db[i]) > 1e-3;
+                if (with_dx)
+                    for (std::size_t i = 0; i < want_dx.size(); ++i) bad_dx += std::abs(r.dx[i] - want_dx[i]) > 1e-4;
+                CHECK(bad_y == 0);
+                CHECK(bad_dw == 0);
+                CHECK(bad_db == 0);
+                CHECK(bad_dx == 0);
+            }
+    });
 }
 
 TEST_CASE("batch conv2d results are bit-identical whatever the thread count") {
-    const oar::ConvGeometry g{20, 14, 14, 5, 1, 2};
-    std::vector<BatchConvResult> runs;
-    for (std::size_t threads : {1u, 2u, 3u}) {
-        oar::set_num_threads(threads);
-        runs.push_back(run_batch_conv(g, 20, 11, true));
-    }
-    oar::set_num_threads(oar::default_thread_count());
-    for (std::size_t t = 1; t < runs.size(); ++t) {
-        CHECK(runs[t].y == runs[0].y);
-        CHECK(runs[t].dw == runs[0].dw);
-        CHECK(runs[t].db == runs[0].db);
-        CHECK(runs[t].dx == runs[0].dx);
-    }
+    oar_test::for_each_isa([&] {
+        const oar::ConvGeometry g{20, 14, 14, 5, 1, 2};
+        std::vector<BatchConvResult> runs;
+        for (std::size_t threads : {1u, 2u, 3u}) {
+            oar::set_num_threads(threads);
+            runs.push_back(run_batch_conv(g, 20, 11, true));
+        }
+        oar::set_num_threads(oar::default_thread_count());
+        for (std::size_t t = 1; t < runs.size(); ++t) {
+            CHECK(runs[t].y == runs[0].y);
+            CHECK(runs[t].dw == runs[0].dw);
+            CHECK(runs[t].db == runs[0].db);
+            CHECK(runs[t].dx == runs[0].dx);
+        }
+    });
 }
 
 TEST_CASE("bias_relu gives the bits of bias_add followed by the ReLU, NaN passing through") {
@@ -333,50 +338,52 @@ TEST_CASE("bias_relu gives the bits of bias_add followed by the ReLU, NaN passin
 }
 
 TEST_CASE("conv2d with a fused ReLU gives the bits of conv2d followed by the ReLU layer, forward and backward") {
-    struct Case {
-        oar::ConvGeometry g;
-        std::size_t out_c, n;
-    };
-    const Case cases[] = {
-        {{1, 28, 28, 5, 1, 2}, 20, 7},  // the course's layers: stride 1, col2im / flipped dx
-        {{20, 14, 14, 5, 1, 2}, 20, 11},
-        {{9, 7, 6, 3, 2, 1}, 4, 4},     // stride 2: im2col forward, im2row weight gradient
-    };
-    for (const auto& c : cases)
-        for (bool with_dx : {true, false}) {
-            const auto& g = c.g;
-            INFO(describe(g) << " out_c=" << c.out_c << " n=" << c.n << " dx=" << with_dx);
-            const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
-            const std::size_t ny = c.n * c.out_c * P;
-            const auto x = random_vector<float>(c.n * in_size, 41), w = random_vector<float>(c.out_c * ckk, 42);
-            const auto b = random_vector<float>(c.out_c, 43);  // all in [-1, 1): about half the outputs cut
-            const auto dy = random_vector<float>(ny, 44);
-            // Unfused: conv, ReLU layer forward; ReLU layer backward (mask by its input), conv backward.
-            std::vector<float> pre(ny), y(ny), dmask(ny), dw(c.out_c * ckk, 0.5f), db(c.out_c, 0.25f);
-            std::vector<float> dx(with_dx ? c.n * in_size : 0);
-            oar::kernel<oar::op::conv2d_forward, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), b.data(),
-                                                                pre.data());
-            oar::kernel<oar::op::map, oar::cpu>::run(oar::relu_fn{}, pre.data(), y.data(), ny);
-            oar::kernel<oar::op::map_backward, oar::cpu>::run(oar::relu_fn{}, pre.data(), y.data(), dy.data(),
-                                                              dmask.data(), ny);
-            oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), dmask.data(),
-                                                                 dw.data(), db.data(), with_dx ? dx.data() : nullptr);
-            // Fused.
-            std::vector<float> fy(ny, 7.0f), fdy = dy, fdw(c.out_c * ckk, 0.5f), fdb(c.out_c, 0.25f);
-            std::vector<float> fdx(with_dx ? c.n * in_size : 0, 3.0f);
-            oar::kernel<oar::op::conv2d_forward_relu, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), b.data(),
-                                                                     fy.data());
-            oar::kernel<oar::op::conv2d_backward_relu, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), fy.data(),
-                                                                      fdy.data(), fdw.data(), fdb.data(),
-                                                                      with_dx ? fdx.data() : nullptr);
-            std::size_t negatives = 0;
-            for (float v : pre) negatives += v < 0.0f;
-            CHECK(negatives > ny / 8);
-            CHECK(negatives < ny - ny / 8);
-            CHECK(fy == y);
-            CHECK(fdy == dmask);  // dy is left masked
-            CHECK(fdw == dw);
-            CHECK(fdb == db);
-            CHECK(fdx == dx);
-        }
+    oar_test::for_each_isa([&] {
+        struct Case {
+            oar::ConvGeometry g;
+            std::size_t out_c, n;
+        };
+        const Case cases[] = {
+            {{1, 28, 28, 5, 1, 2}, 20, 7},  // the course's layers: stride 1, col2im / flipped dx
+            {{20, 14, 14, 5, 1, 2}, 20, 11},
+            {{9, 7, 6, 3, 2, 1}, 4, 4},     // stride 2: im2col forward, im2row weight gradient
+        };
+        for (const auto& c : cases)
+            for (bool with_dx : {true, false}) {
+                const auto& g = c.g;
+                INFO(describe(g) << " out_c=" << c.out_c << " n=" << c.n << " dx=" << with_dx);
+                const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
+                const std::size_t ny = c.n * c.out_c * P;
+                const auto x = random_vector<float>(c.n * in_size, 41), w = random_vector<float>(c.out_c * ckk, 42);
+                const auto b = random_vector<float>(c.out_c, 43);  // all in [-1, 1): about half the outputs cut
+                const auto dy = random_vector<float>(ny, 44);
+                // Unfused: conv, ReLU layer forward; ReLU layer backward (mask by its input), conv backward.
+                std::vector<float> pre(ny), y(ny), dmask(ny), dw(c.out_c * ckk, 0.5f), db(c.out_c, 0.25f);
+                std::vector<float> dx(with_dx ? c.n * in_size : 0);
+                oar::kernel<oar::op::conv2d_forward, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), b.data(),
+                                                                    pre.data());
+                oar::kernel<oar::op::map, oar::cpu>::run(oar::relu_fn{}, pre.data(), y.data(), ny);
+                oar::kernel<oar::op::map_backward, oar::cpu>::run(oar::relu_fn{}, pre.data(), y.data(), dy.data(),
+                                                                  dmask.data(), ny);
+                oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), dmask.data(),
+                                                                     dw.data(), db.data(), with_dx ? dx.data() : nullptr);
+                // Fused.
+                std::vector<float> fy(ny, 7.0f), fdy = dy, fdw(c.out_c * ckk, 0.5f), fdb(c.out_c, 0.25f);
+                std::vector<float> fdx(with_dx ? c.n * in_size : 0, 3.0f);
+                oar::kernel<oar::op::conv2d_forward_relu, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), b.data(),
+                                                                         fy.data());
+                oar::kernel<oar::op::conv2d_backward_relu, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), fy.data(),
+                                                                          fdy.data(), fdw.data(), fdb.data(),
+                                                                          with_dx ? fdx.data() : nullptr);
+                std::size_t negatives = 0;
+                for (float v : pre) negatives += v < 0.0f;
+                CHECK(negatives > ny / 8);
+                CHECK(negatives < ny - ny / 8);
+                CHECK(fy == y);
+                CHECK(fdy == dmask);  // dy is left masked
+                CHECK(fdw == dw);
+                CHECK(fdb == db);
+                CHECK(fdx == dx);
+            }
+    });
 }

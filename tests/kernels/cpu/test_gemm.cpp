@@ -25,6 +25,7 @@
 #include <vector>    // std::vector
 
 #include "support/random.hpp"  // oar_test::rand_unit, random_vector: deterministic A, B and C
+#include "support/isa.hpp"     // oar_test::for_each_isa: every ISA the CPU has
 #include "support/skip.hpp"    // oar_test::skip: an ISA this CPU lacks
 
 namespace {
@@ -120,17 +121,7 @@ std::size_t run_case(const GemmCase& c, std::uint64_t seed, std::string& first, 
 
 constexpr Trans both[] = {Trans::no, Trans::yes};
 
-/// Runs f() once per ISA this CPU supports, that ISA active (the GEMM is dispatched at run time),
-/// then restores the default ISA.
-template <class F>
-void for_each_isa(F f) {
-    for (oar::cpu_isa isa : oar::supported_cpu_isas()) {
-        oar::set_cpu_isa(isa);
-        INFO("ISA ", oar::cpu_isa_name(isa));
-        f();
-    }
-    oar::set_cpu_isa(oar::default_cpu_isa());
-}
+using oar_test::for_each_isa;
 
 // Ms reach the 10-row (AVX-512) and 6-row tiles and rests of every length. Ns are below, at and above multiples of one and
 // two vectors of 16 floats / 8 doubles (and of narrower ISAs): full panels only, a partial panel

@@ -35,6 +35,7 @@
 #include <utility>    // std::pair
 #include <vector>     // std::vector
 
+#include "support/isa.hpp"     // oar_test::for_each_isa: the kernels on every ISA the CPU has
 #include "support/random.hpp"  // oar_test::random_vector: seeded inputs
 
 namespace {
@@ -136,59 +137,67 @@ std::vector<float> run(const Case& k, const std::vector<float>& x, const std::ve
 }  // namespace
 
 TEST_CASE("Winograd F(2x2,5x5) equals the direct convolution in double within its error bound") {
-    for (const Case& k : cases)
-        for (bool with_bias : {true, false}) {
-            INFO(describe(k) << " bias=" << with_bias);
-            const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 41);
-            const auto w = random_vector<float>(k.M * k.C * 25, 42, 0.2);
-            const auto b = with_bias ? random_vector<float>(k.M, 43) : std::vector<float>{};
-            const auto y = run(k, x, w, b, false);
-            const auto e = error_ratio(y, reference(k, x, w, b));  // (worst ratio, outputs past kappa)
-            INFO("worst error / (u * scale) = " << e.first);
-            CHECK(e.second == 0);
-        }
+    oar_test::for_each_isa([&] {
+        for (const Case& k : cases)
+            for (bool with_bias : {true, false}) {
+                INFO(describe(k) << " bias=" << with_bias);
+                const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 41);
+                const auto w = random_vector<float>(k.M * k.C * 25, 42, 0.2);
+                const auto b = with_bias ? random_vector<float>(k.M, 43) : std::vector<float>{};
+                const auto y = run(k, x, w, b, false);
+                const auto e = error_ratio(y, reference(k, x, w, b));  // (worst ratio, outputs past kappa)
+                INFO("worst error / (u * scale) = " << e.first);
+                CHECK(e.second == 0);
+            }
+    });
 }
 
 TEST_CASE("Winograd's error bound holds for inputs of very different sizes across channels") {
-    // Channel c scaled by 2^(c - 10): the tile maximum is per channel, so the bound follows.
-    const Case k{20, 14, 14, 2, 20, 17};
-    auto x = random_vector<float>(k.n * k.C * k.H * k.W, 51);
-    for (std::size_t s = 0; s < k.n; ++s)
-        for (std::size_t c = 0; c < k.C; ++c)
-            for (std::size_t p = 0; p < k.H * k.W; ++p)
-                x[(s * k.C + c) * k.H * k.W + p] *= static_cast<float>(std::ldexp(1.0, static_cast<int>(c) - 10));
-    const auto w = random_vector<float>(k.M * k.C * 25, 52, 0.2), b = random_vector<float>(k.M, 53);
-    const auto e = error_ratio(run(k, x, w, b, false), reference(k, x, w, b));
-    INFO("worst error / (u * scale) = " << e.first);
-    CHECK(e.second == 0);
+    oar_test::for_each_isa([&] {
+        // Channel c scaled by 2^(c - 10): the tile maximum is per channel, so the bound follows.
+        const Case k{20, 14, 14, 2, 20, 17};
+        auto x = random_vector<float>(k.n * k.C * k.H * k.W, 51);
+        for (std::size_t s = 0; s < k.n; ++s)
+            for (std::size_t c = 0; c < k.C; ++c)
+                for (std::size_t p = 0; p < k.H * k.W; ++p)
+                    x[(s * k.C + c) * k.H * k.W + p] *= static_cast<float>(std::ldexp(1.0, static_cast<int>(c) - 10));
+        const auto w = random_vector<float>(k.M * k.C * 25, 52, 0.2), b = random_vector<float>(k.M, 53);
+        const auto e = error_ratio(run(k, x, w, b, false), reference(k, x, w, b));
+        INFO("worst error / (u * scale) = " << e.first);
+        CHECK(e.second == 0);
+    });
 }
 
 TEST_CASE("Winograd with the fused ReLU is max(y, 0) of the plain kernel, bit for bit") {
-    const Case k{20, 14, 14, 2, 20, 21};
-    const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 61);
-    const auto w = random_vector<float>(k.M * k.C * 25, 62, 0.2), b = random_vector<float>(k.M, 63);
-    const auto plain = run(k, x, w, b, false), fused = run(k, x, w, b, true);
-    std::size_t differ = 0, negatives = 0;
-    for (std::size_t i = 0; i < plain.size(); ++i) {
-        negatives += plain[i] < 0.0f;
-        differ += fused[i] != (plain[i] < 0.0f ? 0.0f : plain[i]);
-    }
-    CHECK(negatives > plain.size() / 4);  // the ReLU has work to do
-    CHECK(differ == 0);
+    oar_test::for_each_isa([&] {
+        const Case k{20, 14, 14, 2, 20, 21};
+        const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 61);
+        const auto w = random_vector<float>(k.M * k.C * 25, 62, 0.2), b = random_vector<float>(k.M, 63);
+        const auto plain = run(k, x, w, b, false), fused = run(k, x, w, b, true);
+        std::size_t differ = 0, negatives = 0;
+        for (std::size_t i = 0; i < plain.size(); ++i) {
+            negatives += plain[i] < 0.0f;
+            differ += fused[i] != (plain[i] < 0.0f ? 0.0f : plain[i]);
+        }
+        CHECK(negatives > plain.size() / 4);  // the ReLU has work to do
+        CHECK(differ == 0);
+    });
 }
 
 TEST_CASE("Winograd results are bit-identical whatever the thread count") {
-    const Case k{20, 14, 14, 2, 20, 37};
-    const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 71);
-    const auto w = random_vector<float>(k.M * k.C * 25, 72, 0.2), b = random_vector<float>(k.M, 73);
-    std::vector<std::vector<float>> runs;
-    for (std::size_t threads : {1u, 2u, 3u}) {
-        oar::set_num_threads(threads);
-        runs.push_back(run(k, x, w, b, false));
-    }
-    oar::set_num_threads(oar::default_thread_count());
-    CHECK(runs[0] == runs[1]);
-    CHECK(runs[0] == runs[2]);
+    oar_test::for_each_isa([&] {
+        const Case k{20, 14, 14, 2, 20, 37};
+        const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 71);
+        const auto w = random_vector<float>(k.M * k.C * 25, 72, 0.2), b = random_vector<float>(k.M, 73);
+        std::vector<std::vector<float>> runs;
+        for (std::size_t threads : {1u, 2u, 3u}) {
+            oar::set_num_threads(threads);
+            runs.push_back(run(k, x, w, b, false));
+        }
+        oar::set_num_threads(oar::default_thread_count());
+        CHECK(runs[0] == runs[1]);
+        CHECK(runs[0] == runs[2]);
+    });
 }
 
 TEST_CASE("conv.hpp takes Winograd for float 5x5 stride-1 convolutions of 8+ channels, and only then") {
@@ -230,65 +239,69 @@ TEST_CASE("OAR_WINOGRAD sets the switch's default (0 or 1) and any other value i
 }
 
 TEST_CASE("the batch conv2d kernels give Winograd's bits when it applies, the direct kernel's when switched off") {
-    // Forward (with the fused ReLU) and the input gradient (the flipped weights, padding K-1-pad)
-    // of the course's second convolution through kernel<op::...>: with the switch on the first
-    // winograd_images(n) samples equal winograd_conv_batch exactly and the rest (a small last
-    // group of lanes) the direct kernel's bits; off, every sample has the direct kernel's bits.
-    const oar::ConvGeometry g{20, 14, 14, 5, 1, 2};
-    constexpr std::size_t L = xsimd::batch<float>::size;
-    const std::size_t n = 2 * L + 2, M = 20, in_size = 20 * 14 * 14, out_size = M * 14 * 14;
-    const std::size_t nw = oar::cpu_detail::winograd_images<float>(n);
-    CHECK(nw == (L >= 4 ? 2 * L : n));  // 2 samples past two groups: direct (with 1 or 2 lanes, none left over)
-    const auto x = random_vector<float>(n * in_size, 81), w = random_vector<float>(M * 500, 82, 0.2);
-    const auto b = random_vector<float>(M, 83), dy = random_vector<float>(n * out_size, 84);
-    // The flipped weights: wf[c][o][ky][kx] = w[o][c][4 - ky][4 - kx].
-    std::vector<float> wf(w.size());
-    for (std::size_t o = 0; o < M; ++o)
-        for (std::size_t c = 0; c < 20; ++c)
-            for (std::size_t t = 0; t < 25; ++t) wf[(c * M + o) * 25 + t] = w[(o * 20 + c) * 25 + (24 - t)];
-    const Case fwd{20, 14, 14, 2, M, n}, bwd{M, 14, 14, 2, 20, n};
-    const auto wino_y = run(fwd, x, w, b, true), wino_dx = run(bwd, dy, wf, {}, false);
-    auto kernels = [&](bool on) {
-        oar::set_conv_winograd(on);
-        std::vector<float> y(n * out_size), dx(n * in_size), dw(M * 500, 0.0f), db(M, 0.0f);
-        oar::kernel<oar::op::conv2d_forward_relu, oar::cpu>::run(g, M, n, x.data(), w.data(), b.data(), y.data());
-        oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, M, n, x.data(), w.data(), dy.data(), dw.data(),
-                                                             db.data(), dx.data());
-        oar::set_conv_winograd(true);
-        return std::pair{y, dx};
-    };
-    const auto [direct_y, direct_dx] = kernels(false);
-    const auto [y, dx] = kernels(true);
-    auto same = [](const std::vector<float>& a, const std::vector<float>& b, std::size_t from, std::size_t to) {
-        return std::equal(a.begin() + static_cast<std::ptrdiff_t>(from), a.begin() + static_cast<std::ptrdiff_t>(to),
-                          b.begin() + static_cast<std::ptrdiff_t>(from));
-    };
-    CHECK(same(y, wino_y, 0, nw * out_size));
-    CHECK(same(dx, wino_dx, 0, nw * in_size));
-    CHECK(same(y, direct_y, nw * out_size, n * out_size));
-    CHECK(same(dx, direct_dx, nw * in_size, n * in_size));
-    CHECK_FALSE(same(direct_y, wino_y, 0, nw * out_size));  // the two kernels round differently
-    CHECK_FALSE(same(direct_dx, wino_dx, 0, nw * in_size));
-    for (const auto* d : {&dx, &direct_dx}) {
-        const auto e = error_ratio(*d, reference(bwd, dy, wf, {}));
-        INFO("dx: worst error / (u * scale) = " << e.first);
-        CHECK(e.second == 0);
-    }
+    oar_test::for_each_isa([&] {
+        // Forward (with the fused ReLU) and the input gradient (the flipped weights, padding K-1-pad)
+        // of the course's second convolution through kernel<op::...>: with the switch on the first
+        // winograd_images(n) samples equal winograd_conv_batch exactly and the rest (a small last
+        // group of lanes) the direct kernel's bits; off, every sample has the direct kernel's bits.
+        const oar::ConvGeometry g{20, 14, 14, 5, 1, 2};
+        const std::size_t L = oar::cpu_detail::winograd_lanes<float>();
+        const std::size_t n = 2 * L + 2, M = 20, in_size = 20 * 14 * 14, out_size = M * 14 * 14;
+        const std::size_t nw = oar::cpu_detail::winograd_images<float>(n);
+        CHECK(nw == (L >= 4 ? 2 * L : n));  // 2 samples past two groups: direct (with 1 or 2 lanes, none left over)
+        const auto x = random_vector<float>(n * in_size, 81), w = random_vector<float>(M * 500, 82, 0.2);
+        const auto b = random_vector<float>(M, 83), dy = random_vector<float>(n * out_size, 84);
+        // The flipped weights: wf[c][o][ky][kx] = w[o][c][4 - ky][4 - kx].
+        std::vector<float> wf(w.size());
+        for (std::size_t o = 0; o < M; ++o)
+            for (std::size_t c = 0; c < 20; ++c)
+                for (std::size_t t = 0; t < 25; ++t) wf[(c * M + o) * 25 + t] = w[(o * 20 + c) * 25 + (24 - t)];
+        const Case fwd{20, 14, 14, 2, M, n}, bwd{M, 14, 14, 2, 20, n};
+        const auto wino_y = run(fwd, x, w, b, true), wino_dx = run(bwd, dy, wf, {}, false);
+        auto kernels = [&](bool on) {
+            oar::set_conv_winograd(on);
+            std::vector<float> y(n * out_size), dx(n * in_size), dw(M * 500, 0.0f), db(M, 0.0f);
+            oar::kernel<oar::op::conv2d_forward_relu, oar::cpu>::run(g, M, n, x.data(), w.data(), b.data(), y.data());
+            oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, M, n, x.data(), w.data(), dy.data(), dw.data(),
+                                                                 db.data(), dx.data());
+            oar::set_conv_winograd(true);
+            return std::pair{y, dx};
+        };
+        const auto [direct_y, direct_dx] = kernels(false);
+        const auto [y, dx] = kernels(true);
+        auto same = [](const std::vector<float>& a, const std::vector<float>& b, std::size_t from, std::size_t to) {
+            return std::equal(a.begin() + static_cast<std::ptrdiff_t>(from), a.begin() + static_cast<std::ptrdiff_t>(to),
+                              b.begin() + static_cast<std::ptrdiff_t>(from));
+        };
+        CHECK(same(y, wino_y, 0, nw * out_size));
+        CHECK(same(dx, wino_dx, 0, nw * in_size));
+        CHECK(same(y, direct_y, nw * out_size, n * out_size));
+        CHECK(same(dx, direct_dx, nw * in_size, n * in_size));
+        CHECK_FALSE(same(direct_y, wino_y, 0, nw * out_size));  // the two kernels round differently
+        CHECK_FALSE(same(direct_dx, wino_dx, 0, nw * in_size));
+        for (const auto* d : {&dx, &direct_dx}) {
+            const auto e = error_ratio(*d, reference(bwd, dy, wf, {}));
+            INFO("dx: worst error / (u * scale) = " << e.first);
+            CHECK(e.second == 0);
+        }
+    });
 }
 
 TEST_CASE("winograd_images leaves a last group of up to 5/8 of the lanes to the direct kernel") {
-    using oar::cpu_detail::winograd_images;
-    constexpr std::size_t L = xsimd::batch<float>::size;
-    CHECK(winograd_images<float>(0) == 0);
-    CHECK(winograd_images<float>(5 * L) == 5 * L);
-    CHECK(winograd_images<float>(5 * L + L - 1) == 5 * L + L - 1);  // nearly full: Winograd
-    if constexpr (L == 16) {
-        CHECK(winograd_images<float>(100) == 96);  // the course's batch: 6 groups, 4 samples direct
-        CHECK(winograd_images<float>(10) == 0);
-        CHECK(winograd_images<float>(11) == 11);
-        CHECK(winograd_images<float>(26) == 16);
-        CHECK(winograd_images<float>(27) == 27);
-    }
+    oar_test::for_each_isa([&] {
+        using oar::cpu_detail::winograd_images;
+        const std::size_t L = oar::cpu_detail::winograd_lanes<float>();
+        CHECK(winograd_images<float>(0) == 0);
+        CHECK(winograd_images<float>(5 * L) == 5 * L);
+        CHECK(winograd_images<float>(5 * L + L - 1) == 5 * L + L - 1);  // nearly full: Winograd
+        if (L == 16) {
+            CHECK(winograd_images<float>(100) == 96);  // the course's batch: 6 groups, 4 samples direct
+            CHECK(winograd_images<float>(10) == 0);
+            CHECK(winograd_images<float>(11) == 11);
+            CHECK(winograd_images<float>(26) == 16);
+            CHECK(winograd_images<float>(27) == 27);
+        }
+    });
 }
 
 namespace {
@@ -367,92 +380,100 @@ constexpr Case dw_cases[] = {
 }  // namespace
 
 TEST_CASE("Winograd's weight gradient equals the direct one in double within its error bound") {
-    for (const Case& k : dw_cases) {
-        INFO(describe(k));
-        const std::size_t OH = k.H + 2 * k.pad - 4, OW = k.W + 2 * k.pad - 4;
-        const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 91);
-        const auto dy = random_vector<float>(k.n * k.M * OH * OW, 92);
-        const auto dw = run_dw(k, x, dy);
-        const auto e = dw_error_ratio(dw, dw_reference(k, x, dy));
-        INFO("worst error / (u * scale) = " << e.first);
-        CHECK(e.second == 0);
-        // It adds to dw: a second call on the same buffer doubles it.
-        std::vector<float> twice = dw;
-        oar::cpu_detail::winograd_dw_batch(k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), dy.data(), twice.data());
-        std::size_t not_doubled = 0;
-        for (std::size_t i = 0; i < dw.size(); ++i) not_doubled += twice[i] != 2.0f * dw[i];
-        CHECK(not_doubled == 0);
-    }
+    oar_test::for_each_isa([&] {
+        for (const Case& k : dw_cases) {
+            INFO(describe(k));
+            const std::size_t OH = k.H + 2 * k.pad - 4, OW = k.W + 2 * k.pad - 4;
+            const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 91);
+            const auto dy = random_vector<float>(k.n * k.M * OH * OW, 92);
+            const auto dw = run_dw(k, x, dy);
+            const auto e = dw_error_ratio(dw, dw_reference(k, x, dy));
+            INFO("worst error / (u * scale) = " << e.first);
+            CHECK(e.second == 0);
+            // It adds to dw: a second call on the same buffer doubles it.
+            std::vector<float> twice = dw;
+            oar::cpu_detail::winograd_dw_batch(k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), dy.data(), twice.data());
+            std::size_t not_doubled = 0;
+            for (std::size_t i = 0; i < dw.size(); ++i) not_doubled += twice[i] != 2.0f * dw[i];
+            CHECK(not_doubled == 0);
+        }
+    });
 }
 
 TEST_CASE("Winograd's weight-gradient bound holds for channels of very different sizes") {
-    // Input channel c scaled by 2^(c - 10), output channel o's dy by 2^(9 - o): the scale is per pair.
-    const Case k{20, 14, 14, 2, 20, 17};
-    auto x = random_vector<float>(k.n * k.C * k.H * k.W, 93);
-    auto dy = random_vector<float>(k.n * k.M * 14 * 14, 94);
-    for (std::size_t s = 0; s < k.n; ++s) {
-        for (std::size_t c = 0; c < k.C; ++c)
-            for (std::size_t p = 0; p < k.H * k.W; ++p)
-                x[(s * k.C + c) * k.H * k.W + p] *= static_cast<float>(std::ldexp(1.0, static_cast<int>(c) - 10));
-        for (std::size_t o = 0; o < k.M; ++o)
-            for (std::size_t p = 0; p < 14 * 14; ++p)
-                dy[(s * k.M + o) * 196 + p] *= static_cast<float>(std::ldexp(1.0, 9 - static_cast<int>(o)));
-    }
-    const auto e = dw_error_ratio(run_dw(k, x, dy), dw_reference(k, x, dy));
-    INFO("worst error / (u * scale) = " << e.first);
-    CHECK(e.second == 0);
+    oar_test::for_each_isa([&] {
+        // Input channel c scaled by 2^(c - 10), output channel o's dy by 2^(9 - o): the scale is per pair.
+        const Case k{20, 14, 14, 2, 20, 17};
+        auto x = random_vector<float>(k.n * k.C * k.H * k.W, 93);
+        auto dy = random_vector<float>(k.n * k.M * 14 * 14, 94);
+        for (std::size_t s = 0; s < k.n; ++s) {
+            for (std::size_t c = 0; c < k.C; ++c)
+                for (std::size_t p = 0; p < k.H * k.W; ++p)
+                    x[(s * k.C + c) * k.H * k.W + p] *= static_cast<float>(std::ldexp(1.0, static_cast<int>(c) - 10));
+            for (std::size_t o = 0; o < k.M; ++o)
+                for (std::size_t p = 0; p < 14 * 14; ++p)
+                    dy[(s * k.M + o) * 196 + p] *= static_cast<float>(std::ldexp(1.0, 9 - static_cast<int>(o)));
+        }
+        const auto e = dw_error_ratio(run_dw(k, x, dy), dw_reference(k, x, dy));
+        INFO("worst error / (u * scale) = " << e.first);
+        CHECK(e.second == 0);
+    });
 }
 
 TEST_CASE("Winograd's weight gradient is bit-identical whatever the thread count") {
-    const Case k{20, 14, 14, 2, 20, 37};
-    const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 95);
-    const auto dy = random_vector<float>(k.n * k.M * 14 * 14, 96);
-    std::vector<std::vector<float>> runs;
-    for (std::size_t threads : {1u, 2u, 3u}) {
-        oar::set_num_threads(threads);
-        runs.push_back(run_dw(k, x, dy));
-    }
-    oar::set_num_threads(oar::default_thread_count());
-    CHECK(runs[0] == runs[1]);
-    CHECK(runs[0] == runs[2]);
+    oar_test::for_each_isa([&] {
+        const Case k{20, 14, 14, 2, 20, 37};
+        const auto x = random_vector<float>(k.n * k.C * k.H * k.W, 95);
+        const auto dy = random_vector<float>(k.n * k.M * 14 * 14, 96);
+        std::vector<std::vector<float>> runs;
+        for (std::size_t threads : {1u, 2u, 3u}) {
+            oar::set_num_threads(threads);
+            runs.push_back(run_dw(k, x, dy));
+        }
+        oar::set_num_threads(oar::default_thread_count());
+        CHECK(runs[0] == runs[1]);
+        CHECK(runs[0] == runs[2]);
+    });
 }
 
 TEST_CASE("conv2d_backward's weight gradient: Winograd's for the first samples, the direct kernel's for the rest") {
-    // The first winograd_images(n) samples' gradient comes from winograd_dw_batch, each of the last
-    // two samples' from the direct kernel (a task each), added in that order: dw = (Winograd's +
-    // sample 2L's) + sample 2L+1's, bit for bit; db the direct path's bits exactly. Switched off,
-    // all direct; both within the bound.
-    const oar::ConvGeometry g{20, 14, 14, 5, 1, 2};
-    constexpr std::size_t L = xsimd::batch<float>::size;
-    const std::size_t n = 2 * L + 2, M = 20, in_size = 20 * 14 * 14, out_size = M * 14 * 14;
-    const std::size_t nw = oar::cpu_detail::winograd_images<float>(n);
-    REQUIRE(nw == 2 * L);
-    const auto x = random_vector<float>(n * in_size, 97), w = random_vector<float>(M * 500, 98, 0.2);
-    const auto dy = random_vector<float>(n * out_size, 99);
-    auto backward = [&](bool on, std::size_t from, std::size_t count) {
-        oar::set_conv_winograd(on);
-        std::vector<float> dw(M * 500, 0.0f), db(M, 0.0f);
-        oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, M, count, x.data() + from * in_size, w.data(),
-                                                             dy.data() + from * out_size, dw.data(), db.data(),
-                                                             static_cast<float*>(nullptr));
-        oar::set_conv_winograd(true);
-        return std::pair{dw, db};
-    };
-    const auto [dw, db] = backward(true, 0, n);
-    const auto [direct_dw, direct_db] = backward(false, 0, n);
-    const auto last0 = backward(false, nw, 1).first, last1 = backward(false, nw + 1, 1).first;
-    const Case head{20, 14, 14, 2, M, nw};
-    const auto wino = run_dw(head, x, dy);
-    std::size_t differ = 0;
-    for (std::size_t i = 0; i < dw.size(); ++i) differ += dw[i] != (wino[i] + last0[i]) + last1[i];
-    CHECK(differ == 0);
-    CHECK(db == direct_db);
-    CHECK(dw != direct_dw);  // the two kernels round differently
-    const Case all{20, 14, 14, 2, M, n};
-    const auto ref = dw_reference(all, x, dy);
-    for (const auto* d : {&dw, &direct_dw}) {
-        const auto e = dw_error_ratio(*d, ref);
-        INFO("dw: worst error / (u * scale) = " << e.first);
-        CHECK(e.second == 0);
-    }
+    oar_test::for_each_isa([&] {
+        // The first winograd_images(n) samples' gradient comes from winograd_dw_batch, each of the last
+        // two samples' from the direct kernel (a task each), added in that order: dw = (Winograd's +
+        // sample 2L's) + sample 2L+1's, bit for bit; db the direct path's bits exactly. Switched off,
+        // all direct; both within the bound.
+        const oar::ConvGeometry g{20, 14, 14, 5, 1, 2};
+        const std::size_t L = oar::cpu_detail::winograd_lanes<float>();
+        const std::size_t n = 2 * L + 2, M = 20, in_size = 20 * 14 * 14, out_size = M * 14 * 14;
+        const std::size_t nw = oar::cpu_detail::winograd_images<float>(n);
+        REQUIRE(nw == 2 * L);
+        const auto x = random_vector<float>(n * in_size, 97), w = random_vector<float>(M * 500, 98, 0.2);
+        const auto dy = random_vector<float>(n * out_size, 99);
+        auto backward = [&](bool on, std::size_t from, std::size_t count) {
+            oar::set_conv_winograd(on);
+            std::vector<float> dw(M * 500, 0.0f), db(M, 0.0f);
+            oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, M, count, x.data() + from * in_size, w.data(),
+                                                                 dy.data() + from * out_size, dw.data(), db.data(),
+                                                                 static_cast<float*>(nullptr));
+            oar::set_conv_winograd(true);
+            return std::pair{dw, db};
+        };
+        const auto [dw, db] = backward(true, 0, n);
+        const auto [direct_dw, direct_db] = backward(false, 0, n);
+        const auto last0 = backward(false, nw, 1).first, last1 = backward(false, nw + 1, 1).first;
+        const Case head{20, 14, 14, 2, M, nw};
+        const auto wino = run_dw(head, x, dy);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < dw.size(); ++i) differ += dw[i] != (wino[i] + last0[i]) + last1[i];
+        CHECK(differ == 0);
+        CHECK(db == direct_db);
+        CHECK(dw != direct_dw);  // the two kernels round differently
+        const Case all{20, 14, 14, 2, M, n};
+        const auto ref = dw_reference(all, x, dy);
+        for (const auto* d : {&dw, &direct_dw}) {
+            const auto e = dw_error_ratio(*d, ref);
+            INFO("dw: worst error / (u * scale) = " << e.first);
+            CHECK(e.second == 0);
+        }
+    });
 }

@@ -19,8 +19,6 @@
 #include <type_traits>  // std::integral_constant: compile-time row indices
 #include <utility>      // std::index_sequence
 
-#include "../../core/simd.hpp"  // xsimd::batch, fma
-
 #include "../../config.hpp"             // OAR_ALWAYS_INLINE
 #include "../../core/aligned.hpp"       // aligned_vector
 #include "../../core/thread_pool.hpp"   // default_pool
@@ -45,41 +43,6 @@
 
 namespace oar {
 
-namespace cpu_detail {
-
-/// Rows and columns of C per micro-tile at the compile-time xsimd width, for conv.hpp's implicit
-/// GEMM tiles (the dispatched GEMM below has its own per ISA, in isa/gemm_body.inc).
-template <class T>
-inline constexpr std::size_t gemm_mr = sizeof(xsimd::batch<T>) >= 64 ? 10 : 6;
-template <class T>
-inline constexpr std::size_t gemm_nr = 2 * xsimd::batch<T>::size;
-
-/// Packs op(A)(i0.., k0..) of mc x kc (A(i,k) = a[i*ai + k*ak]) into MR-row panels:
-/// out[p*kc*MR + k*MR + r] = A(i0 + p*MR + r, k0 + k), rows past mc zero.
-template <class T>
-void pack_a(std::size_t mc, std::size_t kc, const T* a, std::size_t ai, std::size_t ak, T* out) {
-    constexpr std::size_t MR = gemm_mr<T>;
-    for (std::size_t p = 0; p < mc; p += MR) {
-        const std::size_t rows = std::min(MR, mc - p);
-        T* panel = out + p * kc;  // (kc, MR)
-        if (ak == 1) {
-            for (std::size_t r = 0; r < rows; ++r) {
-                const T* src = a + (p + r) * ai;
-                for (std::size_t k = 0; k < kc; ++k) panel[k * MR + r] = src[k];
-            }
-        } else {
-            for (std::size_t k = 0; k < kc; ++k) {
-                const T* src = a + k * ak + p * ai;
-                for (std::size_t r = 0; r < rows; ++r) panel[k * MR + r] = src[r * ai];
-            }
-        }
-        if (rows < MR)
-            for (std::size_t k = 0; k < kc; ++k)
-                for (std::size_t r = rows; r < MR; ++r) panel[k * MR + r] = T(0);
-    }
-}
-
-}  // namespace cpu_detail
 
 /// kernel<op::gemm, cpu>::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
 ///   op(A): (M,K), op(B): (K,N), C: (M,N); lda/ldb/ldc are the row strides of A, B, C as stored.

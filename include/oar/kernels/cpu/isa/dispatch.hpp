@@ -3,7 +3,8 @@
 // active_cpu_isa() (core/cpu_isa.hpp: the best ISA of this CPU, or OAR_ISA / set_cpu_isa).
 #pragma once
 
-#include <cstddef>  // std::size_t: simd.inc
+#include <cstddef>      // std::size_t: simd.inc
+#include <type_traits>  // std::conditional_t: simd.inc
 
 #include "../../../config.hpp"        // OAR_ISA_X86, OAR_ALWAYS_INLINE
 #include "../../../core/cpu_isa.hpp"  // cpu_isa, active_cpu_isa
