@@ -16,6 +16,7 @@
 
 #include <oar/dist/data_parallel.hpp>  // DataParallel
 #include <oar/dist/env.hpp>            // init_parallel_env
+#include <oar/dist/fleet.hpp>           // fleet::init(argc, argv, false): the async mode through the facade
 #include <oar/dist/parameter_server.hpp>  // ps::Server, ps::Trainer: the parameter-server modes
 #include <oar/dist/role_maker.hpp>        // ps_role_from_env
 #include <oar/train/checkpoint.hpp>       // save_checkpoint, load_checkpoint: the PS checkpoint
@@ -467,15 +468,15 @@ int ps_sync(const oar::dist::PsRole& role, const char* name, const std::string& 
 /// trainer), pushing without a barrier (max_staleness 1). Convergence, not bits: trainer 0
 /// evaluates the final parameters on all 200. Arguments (for trying settings by hand): a_sync,
 /// max_staleness, learning rate, epochs.
-int ps_async(const oar::dist::PsRole& role, bool a_sync, int staleness, float lr, std::size_t epochs) {
+int ps_async(int* argc, char*** argv, bool a_sync, int staleness, float lr, std::size_t epochs) {
+    // Through the fleet facade, as a Paddle program reads.
+    auto fleet = oar::dist::fleet::init(argc, argv, /*is_collective=*/false, {.a_sync = a_sync, .max_staleness = staleness});
     const oar::data::RandomDataset ds(200, oar::make_dims(1, 28, 28), 10, data_seed);
-    const oar::dist::ps::Options o{.a_sync = a_sync, .max_staleness = staleness};
     Net net(init_seed);
     oar::Adam<> opt(net.parameters(), {.learning_rate = lr});
-    if (role.is_server()) {
-        oar::dist::ps::Server<oar::Adam<>> server(role, net, opt, o);
-        server.run();
-        std::printf("async server: %llu updates\n", static_cast<unsigned long long>(server.updates()));
+    if (fleet.is_server()) {
+        fleet.run_server(net, opt);
+        std::printf("async server %d: served until every trainer stopped\n", fleet.worker_index());
         return 0;
     }
     oar::CrossEntropyLoss<> ce;
@@ -496,9 +497,9 @@ int ps_async(const oar::dist::PsRole& role, bool a_sync, int staleness, float lr
         return std::pair{loss, static_cast<double>(correct) / 200.0};
     };
     const auto before = evaluate();
-    oar::dist::ps::Trainer<Net, oar::Adam<>> trainer(role, net, opt, o);
+    auto trainer = fleet.init_worker(net, opt);
     oar::data::DataLoader loader(ds, oar::data::DistributedBatchSampler(ds.size(), 20, 2,
-                                                                        static_cast<std::size_t>(role.index()), true));
+                                                                        static_cast<std::size_t>(fleet.worker_index()), true));
     for (std::size_t epoch = 0; epoch < epochs; ++epoch)
         for (auto&& b : loader.epoch(epoch)) {
             ce(net.forward(b.images.view()), b.labels);
@@ -506,13 +507,13 @@ int ps_async(const oar::dist::PsRole& role, bool a_sync, int staleness, float lr
             trainer.step();
             trainer.clear_grad();
         }
-    trainer.stop();
-    if (role.index() != 0) return 0;
+    fleet.stop_worker();
+    if (fleet.worker_index() != 0) return 0;
     const auto after = evaluate();
     const bool ok = after.first < 0.25 * before.first && after.second >= 0.9;
-    std::printf("%s: 2 trainers x %zu pushes, max_staleness %d (%llu pushes still unanswered when the next "
+    std::printf("%s: %d trainers x %zu pushes, max_staleness %d (%llu pushes still unanswered when the next "
                 "gradient was computed): loss %.4f -> %.4f, accuracy %.3f -> %.3f on the 200 samples: %s\n",
-                a_sync ? "async" : "sync", epochs * loader.num_batches(), staleness,
+                a_sync ? "async" : "sync", fleet.worker_num(), epochs * loader.num_batches(), staleness,
                 static_cast<unsigned long long>(trainer.stale_answers()), before.first, after.first, before.second,
                 after.second, ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
@@ -633,7 +634,7 @@ int main(int argc, char** argv) {
             if (mode == "ps_sync")
                 rc = ps_sync<oar::SGD>(role, "PS sync SGD", "") | ps_sync<oar::Adam>(role, "PS sync Adam", dir);
             else if (mode == "ps_async")
-                rc = ps_async(role, argc > 2 ? std::atoi(argv[2]) != 0 : true, argc > 3 ? std::atoi(argv[3]) : 1,
+                rc = ps_async(&argc, &argv, argc > 2 ? std::atoi(argv[2]) != 0 : true, argc > 3 ? std::atoi(argv[3]) : 1,
                               argc > 4 ? static_cast<float>(std::atof(argv[4])) : 0.003f,
                               argc > 5 ? static_cast<std::size_t>(std::atoi(argv[5])) : 60);
             else if (mode == "ps_fault") rc = ps_fault(role);
