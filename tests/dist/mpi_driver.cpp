@@ -1,5 +1,5 @@
 // The data-parallel checks with a real `mpirun -np 2`: each test case starts a job (mpi_worker,
-// train_mnist, or train_mnist through scripts/oar-launch), times it, and checks its exit status
+// train_mnist or train_cifar10, or those through scripts/oar-launch), times it, and checks its exit status
 // and output. Registered as one ctest entry per case (tests/dist/CMakeLists.txt).
 #include <doctest/doctest.h>
 
@@ -16,6 +16,7 @@
 #include "support/process.hpp"    // oar_test::run_command: mpirun as a real process
 #include "support/skip.hpp"       // oar_test::skip: train_mnist not built
 #include "support/temp_dir.hpp"   // oar_test::TempDir
+#include "support/toy_cifar.hpp"  // oar_test::write_toy_cifar: learnable CIFAR-10 files
 #include "support/toy_mnist.hpp"  // oar_test::write_toy_mnist_set: learnable IDX files
 
 namespace fs = std::filesystem;
@@ -340,4 +341,43 @@ TEST_CASE("dist [two_hosts]: collective and parameter-server jobs across two net
     CHECK(count(bits.output, "FAILED") == 0);
     CHECK(count(bits.output, "vs collective data parallel (MPI allreduce): bitwise yes") == 2);
     CHECK(count(bits.output, "give the uninterrupted run's bits: ok") == 1);
+}
+
+TEST_CASE("dist [train_cifar10]: the fleet chapter's train_cifar10 learns under mpirun -np 2 and oar-launch") {
+    if (std::string(TRAIN_CIFAR10).empty()) {
+        oar_test::skip("the examples are not built (OAR_BUILD_EXAMPLES=OFF), so there is no train_cifar10 to run");
+        return;
+    }
+    oar_test::TempDir tmp;
+    const fs::path data = tmp.path / "cifar-10-batches-bin";
+    oar_test::write_toy_cifar(data, 100, 200);  // 500 training images, 200 test
+    const std::string args = " --data " + data.string() + " --epochs 3 --log-every 3";
+    const std::regex result(
+        R"(^result: dataset=cifar10 processes=2 epochs=3 val_accuracy=(\d\.\d{4}) val_loss=\d+\.\d{4} seconds=\d+\.\d$)");
+
+    const Job j = run(mpirun(2) + TRAIN_CIFAR10 + args + " 2>" + (tmp.path / "stderr").string());
+    CHECK(j.status == 0);
+    // Each process 250 images, 7 whole batches of 32: the loss lines at batches 0, 3 and 6.
+    CHECK(count(j.output, "fleet: collective, 2 process(es); train 500 images, test 200; batch 32 per process") == 1);
+    CHECK(count(j.output, "epoch: 0, batch_id: 0, loss is: [") == 1);  // rank 0 alone prints
+    CHECK(count(j.output, "epoch: 2, batch_id: 6, loss is: [") == 1);
+    CHECK(count(j.output, "[validation] accuracy/loss: ") == 3);
+    std::smatch m;
+    const std::string last = last_line(j.output);
+    REQUIRE(std::regex_match(last, m, result));
+    CHECK(std::stod(m[1]) >= 0.9);  // ten classes: chance is 0.1
+
+    // The same through oar-launch, each rank keeping its log.
+    const fs::path logs = tmp.path / "logs";
+    const Job l = run(std::string(OAR_LAUNCH) + " --nproc_per_node 2 --log_dir " + logs.string() + " " + TRAIN_CIFAR10 +
+                      args + " 2>&1");
+    CHECK(l.status == 0);
+    const std::string launched = last_line(l.output);
+    REQUIRE(std::regex_match(launched, m, result));
+    CHECK(std::stod(m[1]) >= 0.9);
+    for (int r = 0; r < 2; ++r) {
+        const fs::path log = logs / ("workerlog." + std::to_string(r));
+        REQUIRE_MESSAGE(fs::exists(log), log.string());
+        CHECK(count(oar_test::read_text(log), "[validation] accuracy/loss: ") == 3);
+    }
 }
