@@ -10,9 +10,10 @@
 //   GreyImage read_image(path, limits = {})
 //   std::vector<float> resize_area(image, width, height)   exact area averaging, grey levels 0..255
 //   double border_mean(values, width, height)              mean of the outermost ring of pixels
-// Grey as PIL's convert("L"): L = (19595 R + 38470 G + 7471 B + 32768) >> 16 on the 8-bit sRGB
-// values; a transparent pixel is composited over white first (what a viewer shows), and Adobe CMYK
-// JPEGs are converted as Pillow does. Every problem is an oar::error whose message starts with the
+// Grey as PIL's convert("L"): L = (19595 R + 38470 G + 7471 B + 32768) >> 16 on the 8-bit
+// values; a transparent pixel is composited over white first (what a viewer shows), 16-bit PNG
+// samples are scaled to the nearest 8-bit value, no gamma or colour profile is applied (as Pillow),
+// and Adobe CMYK JPEGs are converted as Pillow does. Every problem is an oar::error whose message starts with the
 // name (the file): io_error when the file cannot be read, format_error for anything else (not a
 // PNG or JPEG, truncated, corrupt, or over the limits). Sizes are checked against ImageLimits before
 // anything is allocated for the pixels, and libjpeg's own memory is capped, so a small file that
