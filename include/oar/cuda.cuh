@@ -11,6 +11,7 @@
 #include "layers/linear.hpp"              // Linear
 #include "layers/pool2d.hpp"              // MaxPool2D, AvgPool2D
 #include "loss/cross_entropy.hpp"         // CrossEntropyLoss
+#include "nn/blocks.hpp"                  // Residual, Concat
 #include "nn/network.hpp"                 // Network
 #include "nn/sequential.hpp"              // Sequential
 #include "optim/adagrad.hpp"              // Adagrad

@@ -17,6 +17,7 @@
 #include "layers/flatten.hpp"         // Flatten
 #include "layers/dropout.hpp"         // Dropout
 #include "nn/sequential.hpp"          // Sequential
+#include "nn/blocks.hpp"              // Residual, Concat
 #include "nn/network.hpp"             // Network
 #include "nn/summary.hpp"             // summary
 #include "nn/hooks.hpp"               // LayerStats, NonFiniteGuard, observers

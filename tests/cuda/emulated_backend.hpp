@@ -200,6 +200,21 @@ struct kernel<op::scale_down, emu> {
     }
 };
 template <>
+struct kernel<op::add, emu> {
+    static void run(const float* a, const float* b, float* y, std::size_t n) {
+        oar_test::launch_1d(n, [&](const emu_ck::Thread& t) { emu_ck::add_body(t, a, b, y, n); });
+    }
+};
+template <>
+struct kernel<op::copy_rows, emu> {
+    static void run(std::size_t rows, std::size_t len, const float* src, std::size_t src_stride, float* dst,
+                    std::size_t dst_stride) {
+        oar_test::launch_1d(rows * len, [&](const emu_ck::Thread& t) {
+            emu_ck::copy_rows_body(t, rows, len, src, src_stride, dst, dst_stride);
+        });
+    }
+};
+template <>
 struct kernel<op::conv2d_forward, emu> {
     static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
                     const float* b, float* y) {

@@ -32,6 +32,13 @@ using Image = oar::Shape<1, 28, 28>;
 using CNN = oar::course::CNN;
 using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::Dropout<20>, oar::Linear<64, 10>>;
 
+/// Blocks through the seam: a Residual, a projection Residual and a Concat (op::add, op::copy_rows).
+using Blocks = oar::Sequential<oar::Conv2D<1, 4, 3, 1, 1>, oar::ReLU,
+                               oar::Residual<oar::Sequential<oar::Conv2D<4, 4, 3, 1, 1>, oar::ReLU, oar::Conv2D<4, 4, 3, 1, 1>>>,
+                               oar::Residual<oar::Conv2D<4, 6, 3, 2, 1>, oar::Conv2D<4, 6, 1, 2>>,
+                               oar::Concat<1, oar::Conv2D<6, 2, 1>, oar::Sequential<oar::Conv2D<6, 2, 3, 1, 1>, oar::ReLU>>,
+                               oar::MaxPool2D<2, 2>, oar::Flatten, oar::Linear<4 * 7 * 7, 10>>;
+
 using oar_test::compare_training;
 double max_rel_diff(std::span<const float> a, std::span<const float> b) { return oar_test::max_rel_diff_of(a, b); }
 
@@ -39,6 +46,10 @@ double max_rel_diff(std::span<const float> a, std::span<const float> b) { return
 
 TEST_CASE("the course CNN and Adam, written once, train on the emulated CUDA backend as on the CPU") {
     compare_training<emulated_cuda, CNN, oar::Adam>(8, 2, 1e-5, 1e-4);
+}
+
+TEST_CASE("Residual and Concat blocks, written once, train on the emulated CUDA backend as on the CPU") {
+    compare_training<emulated_cuda, Blocks, oar::Adam>(4, 2, 1e-5, 1e-4);
 }
 
 TEST_CASE("SGD, Momentum and Adagrad, written once, step on the emulated CUDA backend as on the CPU") {

@@ -6,6 +6,7 @@
 
 #include <oar/kernels/cuda/bodies.hpp>  // the header under test
 
+#include <oar/kernels/cpu/combine.hpp>      // op::add, op::copy_rows
 #include <oar/kernels/cpu/conv.hpp>         // the CPU reference: im2col, col2im, bias_*
 #include <oar/kernels/cpu/elementwise.hpp>  // relu_fn, sigmoid_fn, tanh_fn, op::map*
 #include <oar/kernels/cpu/pool.hpp>         // op::*_pool_*
@@ -145,6 +146,37 @@ TEST_CASE("the dropout body draws the CPU Dropout's mask bit for bit") {
         emulate_launch(grid, block,
                        [&](const ck::Thread& t) { ck::dropout_body(t, rng, stream, p, scale, x.data(), y.data(), n); });
         CHECK(std::memcmp(y.data(), ref.data(), n * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("add and copy_rows bodies (Residual's sum, Concat's slices) equal the CPU kernels bit for bit") {
+    const std::size_t n = 1000;
+    const auto a = random_vector<float>(n, 51);
+    const auto b = random_vector<float>(n, 52);
+    std::vector<float> y_cpu(n);
+    kernel<oar::op::add, cpu>::run(a.data(), b.data(), y_cpu.data(), n);
+    for (auto [grid, block] : launches(n)) {
+        auto y = a;  // in place: y is a
+        emulate_launch(grid, block, [&](const ck::Thread& t) { ck::add_body(t, y.data(), b.data(), y.data(), n); });
+        CHECK(y == y_cpu);
+    }
+    // 6 rows of 7 values into the middle of rows of 20, starting at column 5, and back.
+    const std::size_t rows = 6, len = 7, wide = 20;
+    const auto src = random_vector<float>(rows * len, 53);
+    const auto dst0 = random_vector<float>(rows * wide, 54);
+    auto dst_cpu = dst0;
+    kernel<oar::op::copy_rows, cpu>::run(rows, len, src.data(), len, dst_cpu.data() + 5, wide);
+    for (auto [grid, block] : launches(rows * len)) {
+        auto dst = dst0;
+        emulate_launch(grid, block, [&](const ck::Thread& t) {
+            ck::copy_rows_body(t, rows, len, src.data(), len, dst.data() + 5, wide);
+        });
+        CHECK(dst == dst_cpu);
+        std::vector<float> back(rows * len, -1.0f);
+        emulate_launch(grid, block, [&](const ck::Thread& t) {
+            ck::copy_rows_body(t, rows, len, static_cast<const float*>(dst.data() + 5), wide, back.data(), len);
+        });
+        CHECK(back == src);
     }
 }
 

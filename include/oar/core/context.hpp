@@ -1,6 +1,7 @@
 // What a layer's forward/backward sees besides its tensors: train/eval mode, the seeded random
 // streams, which forward pass this is (for dropout masks), its own index, views of its
-// parameters and gradients in the network's flat buffers, and a scratch workspace.
+// parameters and gradients in the network's flat buffers, a scratch workspace and, for blocks,
+// their region of the activation arena.
 #pragma once
 
 #include <cstddef>  // std::size_t
@@ -25,6 +26,9 @@ struct Context {
     value_type* grads = nullptr;         ///< its gradient block, same layout
     value_type* buffers = nullptr;       ///< its block of non-trainable state (see BufferedLayer)
     value_type* workspace = nullptr;     ///< scratch of at least the layer's `workspace(in)` values
+    /// the running layer's region of the network's activation arena, n * arena_floats(in) values
+    /// kept from forward to its backward (a block's inner activations; see Layer)
+    value_type* saved = nullptr;
     std::size_t workspace_size = 0;
 };
 

@@ -16,7 +16,20 @@ namespace oar {
 /// answer: Sequential reports a features refusal of an input with more than one dimension (an
 /// image where a Linear wants a vector: a forgotten Flatten) as it, so that its message says to
 /// add a Flatten.
-enum class check_kind { ok, rank, features, channels, spatial, features_unflattened };
+/// residual_shape: a Residual's body changes the shape (expected/got: the first dimension that
+/// differs, or the ranks); residual_shortcut: its body and shortcut disagree; concat_branches: a
+/// Concat's branches disagree outside its axis.
+enum class check_kind {
+    ok,
+    rank,
+    features,
+    channels,
+    spatial,
+    features_unflattened,
+    residual_shape,
+    residual_shortcut,
+    concat_branches
+};
 
 /// A layer's verdict on an input shape: ok, or what is wrong with the expected and actual value.
 struct LayerCheck {
@@ -53,6 +66,9 @@ struct ParamSpec {
 ///        // ctx.grads (they accumulate until clear_grad, as in Paddle and PyTorch)
 /// A layer keeps no per-batch state between forward and backward other than x and y, and holds no
 /// parameters itself: the network hands it views of its block of the flat buffers in the context.
+/// A layer that must keep more (a block's inner activations, nn/blocks.hpp) declares
+///   static constexpr std::size_t arena_floats(Dims in);      // per-sample values kept for backward
+/// and finds n * arena_floats(in) values at ctx.saved, the same region in forward and backward.
 template <class L>
 concept Layer = requires(L& layer, Context<cpu>& ctx, Dims in, const float* cx, float* x, std::size_t n) {
     { L::name } -> std::convertible_to<std::string_view>;

@@ -35,6 +35,10 @@ struct relu_mask {};     // dy[i] = y[i] > 0 ? dy[i] : 0, in place (y: a ReLU's 
 struct dropout {};       // out[i] = u(stream, i) < p ? 0 : in[i] * scale (a counter-based mask)
 struct scale_down {};    // x[i] /= d, in place (gradient averaging over ranks)
 
+// joining tensors (blocks)
+struct add {};        // y[i] = a[i] + b[i] (y may be a or b): Residual's sum, gradients of a shared input
+struct copy_rows {};  // dst[r * dst_stride + j] = src[r * src_stride + j], j < len: Concat's slices
+
 // normalisation
 struct batch_norm_forward {};   // per channel: batch (train) or running (eval) statistics; running ones updated in train
 struct batch_norm_backward {};  // dx, and dgamma / dbeta added

@@ -317,8 +317,9 @@ private:
             using L = std::tuple_element_t<I, std::tuple<Ls...>>;
             if constexpr (BufferedLayer<L>) {
                 const auto specs = L::buffers(info::dims[I]);
+                const auto keys = detail::buffer_keys_of<L>(info::dims[I]);  // nested in a block: "body.1._mean"
                 for (std::size_t k = 0; k < specs.size(); ++k)
-                    entries.push_back({std::to_string(I) + "." + std::string(specs[k].name), specs[k].dims,
+                    entries.push_back({std::to_string(I) + "." + keys[k], specs[k].dims,
                                        info::buffer_offsets[I] + param_offset(specs, k), specs[k].dims.size()});
             }
         });
@@ -331,8 +332,9 @@ private:
             using L = std::tuple_element_t<I, std::tuple<Ls...>>;
             if constexpr (ParametricLayer<L>) {
                 const auto specs = L::params(info::dims[I]);
+                const auto keys = detail::param_keys_of<L>(info::dims[I]);  // nested in a block: "body.0.weight"
                 for (std::size_t k = 0; k < specs.size(); ++k)
-                    entries.push_back({std::to_string(I) + "." + std::string(specs[k].name), specs[k].dims,
+                    entries.push_back({std::to_string(I) + "." + keys[k], specs[k].dims,
                                        info::param_offsets[I] + param_offset(specs, k), specs[k].dims.size()});
             }
         });
@@ -345,6 +347,7 @@ private:
         ctx_.params = params_.values().data() + info::param_offsets[i];
         ctx_.grads = params_.grads().data() + info::param_offsets[i];
         ctx_.buffers = params_.buffers().data() + info::buffer_offsets[i];
+        ctx_.saved = acts_.data() + (info::output_floats + info::arena_offsets[i]) * capacity_;
     }
 
     template <std::size_t I>

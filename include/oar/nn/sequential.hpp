@@ -6,7 +6,9 @@
 #pragma once
 
 #include <array>        // std::array
+#include <string>       // std::string: state-dict keys of nested layers
 #include <string_view>  // std::string_view
+#include <vector>       // std::vector: keys, summary rows
 #include <tuple>        // std::tuple_element_t
 #include <cstddef>      // std::size_t
 #include <type_traits>  // std::conditional_t
@@ -38,6 +40,16 @@ struct sequential_shape_error {
     static_assert(What != check_kind::spatial,
                   "oar: Sequential: the input image is smaller than a layer's window "
                   "(see sequential_shape_error<layer index, what, window, got> above)");
+    static_assert(What != check_kind::residual_shape,
+                  "oar: Residual: its body changes the shape of its input, so x + body(x) is undefined: keep the "
+                  "shape, or give a projection shortcut, Residual<Body, Shortcut> (see sequential_shape_error<layer "
+                  "index, what, input dimension, body's dimension> above)");
+    static_assert(What != check_kind::residual_shortcut,
+                  "oar: Residual: its body and its shortcut give different shapes; make them agree (see "
+                  "sequential_shape_error<layer index, what, shortcut's dimension, body's dimension> above)");
+    static_assert(What != check_kind::concat_branches,
+                  "oar: Concat: its branches' outputs differ outside the concatenation axis; make them agree "
+                  "(see sequential_shape_error<layer index, what, first branch's dimension, other's dimension> above)");
     static constexpr bool value = true;
 };
 
@@ -99,6 +111,71 @@ template <class L>
 constexpr std::size_t buffer_block_of(Dims in) {
     if constexpr (BufferedLayer<L>) return param_block_size(L::buffers(in));
     else return 0;
+}
+
+/// Per-sample values of the activation arena a layer keeps from forward to backward (a block's
+/// inner activations; core/layer_concepts.hpp).
+template <class L>
+constexpr std::size_t arena_of(Dims in) {
+    if constexpr (requires { L::arena_floats(in); }) return L::arena_floats(in);
+    else return 0;
+}
+
+/// A layer's parameter keys relative to it, in params(in) order: "weight", or a block's nested
+/// "body.0.weight" (L::param_keys).
+template <class L>
+std::vector<std::string> param_keys_of(Dims in) {
+    if constexpr (requires { L::param_keys(in); }) {
+        return L::param_keys(in);
+    } else if constexpr (ParametricLayer<L>) {
+        std::vector<std::string> keys;
+        for (const auto& p : L::params(in)) keys.emplace_back(p.name);
+        return keys;
+    } else {
+        return {};
+    }
+}
+
+/// The same for buffers ("_mean", "body.1._mean").
+template <class L>
+std::vector<std::string> buffer_keys_of(Dims in) {
+    if constexpr (requires { L::buffer_keys(in); }) {
+        return L::buffer_keys(in);
+    } else if constexpr (BufferedLayer<L>) {
+        std::vector<std::string> keys;
+        for (const auto& p : L::buffers(in)) keys.emplace_back(p.name);
+        return keys;
+    } else {
+        return {};
+    }
+}
+
+/// Keys, relative to the layer, of the weights PyTorch stores transposed (torch_transposed_weight).
+template <class L>
+std::vector<std::string> transposed_keys_of(Dims in) {
+    if constexpr (requires { L::transposed_keys(in); }) return L::transposed_keys(in);
+    else if constexpr (torch_transposed_weight<L>::value) return {"weight"};
+    else return {};
+}
+}  // namespace detail
+
+/// One row of summary(): a layer, or a layer inside a block (depth > 0, path "3.body.0").
+struct LayerRow {
+    std::string path;
+    std::string_view name;
+    std::size_t depth = 0;
+    Dims output;
+    std::size_t params = 0;  ///< trainable values and buffers, as paddle.summary counts them
+    std::size_t flops = 0;
+};
+
+namespace detail {
+/// Appends the row of layer L at `path` and, for a block, its inner layers' rows (L::inner_rows).
+template <class L>
+void append_rows(Dims in, const std::string& path, std::size_t depth, std::vector<LayerRow>& rows) {
+    rows.push_back({path, L::name, depth, L::output_dims(in), param_count_of<L>(in) + buffer_count_of<L>(in),
+                    static_cast<std::size_t>(L::flops(in))});
+    if constexpr (requires { L::inner_rows(in, path, depth, rows); }) L::inner_rows(in, path, depth, rows);
 }
 }  // namespace detail
 
@@ -227,12 +304,26 @@ struct Sequential {
             for (auto f : flops) s += f;
             return s;
         }();
-        /// floats of all layer outputs plus the input, per sample (what training keeps for backward)
-        static constexpr std::size_t activation_floats = [] {
+        /// per-sample arena values each layer keeps besides its output (a block's inner activations)
+        static constexpr std::array<std::size_t, num_layers> arena_floats = [] {
+            std::size_t i = 0;
+            return std::array<std::size_t, num_layers>{detail::arena_of<Ls>(dims[i++])...};
+        }();
+        static constexpr std::array<std::size_t, num_layers> arena_offsets = [] {
+            std::array<std::size_t, num_layers> o{};
+            for (std::size_t i = 1; i < num_layers; ++i) o[i] = o[i - 1] + arena_floats[i - 1];
+            return o;
+        }();
+        /// floats of the input and every layer output, per sample
+        static constexpr std::size_t output_floats = [] {
             std::size_t s = 0;
             for (const auto& d : dims) s += d.size();
             return s;
         }();
+        /// per sample, what training keeps for backward: the input, every layer output and the
+        /// blocks' arenas (their inner activations and backward scratch)
+        static constexpr std::size_t activation_floats =
+            output_floats + arena_offsets[num_layers - 1] + arena_floats[num_layers - 1];
         static constexpr std::size_t activation_bytes = activation_floats * sizeof(float);  ///< float32 networks
         static constexpr std::size_t max_activation_floats = [] {
             std::size_t m = 0;
@@ -244,6 +335,14 @@ struct Sequential {
             for (auto w : workspaces) m = w > m ? w : m;
             return m;
         }();
+
+        /// summary()'s rows: each layer, followed by its inner layers when it is a block.
+        static std::vector<LayerRow> layer_rows() {
+            std::vector<LayerRow> rows;
+            std::size_t i = 0;
+            ((detail::append_rows<Ls>(dims[i], std::to_string(i), 0, rows), ++i), ...);
+            return rows;
+        }
     };
 };
 

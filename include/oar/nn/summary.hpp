@@ -1,13 +1,16 @@
-// summary(): a table like paddle.summary — each layer's output shape and parameter count, then
-// totals (parameters, forward FLOPs and activation memory per sample). All numbers are the
-// network type's constexpr facts; nothing is run.
+// summary(): a table like paddle.summary — each layer's output shape and parameter count (a block's
+// inner layers indented under it), then totals (parameters, forward FLOPs and activation memory per
+// sample). All numbers are the network type's constexpr facts; nothing is run.
 #pragma once
 
+#include <algorithm>    // std::max
 #include <cstddef>      // std::size_t
 #include <cstdio>       // std::snprintf
 #include <string>       // std::string
+#include <vector>       // std::vector of rows
 
 #include "../core/shape.hpp"  // to_string(Dims)
+#include "sequential.hpp"      // LayerRow
 
 namespace oar {
 
@@ -33,18 +36,22 @@ std::string summary() {
     char line[160];
     const std::string rule(72, '-'), bold(72, '=');
     out += rule + "\n";
-    std::snprintf(line, sizeof line, " %-5s %-14s %-22s %-16s %10s\n", "#", "Layer (type)", "Output Shape", "Param #",
-                  "FLOPs");
+    // A block's inner layers follow its row, indented, under their state-dict path ("3.body.0").
+    const std::vector<LayerRow> rows = info::layer_rows();
+    int width = 5;
+    for (const auto& r : rows) width = std::max(width, static_cast<int>(2 * r.depth + r.path.size()));
+    std::snprintf(line, sizeof line, " %-*s %-14s %-22s %-16s %10s\n", width, "#", "Layer (type)", "Output Shape",
+                  "Param #", "FLOPs");
     out += line;
     out += bold + "\n";
-    std::snprintf(line, sizeof line, " %-5s %-14s %-22s %-16s %10s\n", "-", "Input", detail::batch_shape(info::dims[0]).c_str(),
-                  "", "");
+    std::snprintf(line, sizeof line, " %-*s %-14s %-22s %-16s %10s\n", width, "-", "Input",
+                  detail::batch_shape(info::dims[0]).c_str(), "", "");
     out += line;
-    for (std::size_t i = 0; i < info::num_layers; ++i) {
-        std::snprintf(line, sizeof line, " %-5zu %-14s %-22s %-16s %10s\n", i, std::string(info::names[i]).c_str(),
-                      detail::batch_shape(info::dims[i + 1]).c_str(),
-                      detail::thousands(info::param_counts[i] + info::buffer_counts[i]).c_str(),
-                      detail::thousands(info::flops[i]).c_str());
+    for (const auto& r : rows) {
+        const std::string index = std::string(2 * r.depth, ' ') + r.path;
+        std::snprintf(line, sizeof line, " %-*s %-14s %-22s %-16s %10s\n", width, index.c_str(),
+                      std::string(r.name).c_str(), detail::batch_shape(r.output).c_str(),
+                      detail::thousands(r.params).c_str(), detail::thousands(r.flops).c_str());
         out += line;
     }
     out += bold + "\n";

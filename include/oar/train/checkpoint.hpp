@@ -102,8 +102,22 @@ template <class Seq>
 struct sequential_layers;
 template <class... Ls>
 struct sequential_layers<Sequential<Ls...>> {
-    /// Keys ("3.weight") of the parameters PyTorch stores transposed.
+    /// Keys ("3.weight", "3.body.2.weight" in a block) of the parameters PyTorch stores
+    /// transposed, for the layers' input dims Info::dims.
+    template <class Info>
     static std::set<std::string> transposed_keys() {
+        std::set<std::string> keys;
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (void([&] {
+                 for (const auto& k : detail::transposed_keys_of<std::tuple_element_t<I, std::tuple<Ls...>>>(Info::dims[I]))
+                     keys.insert(std::to_string(I) + "." + k);
+             }()),
+             ...);
+        }(std::index_sequence_for<Ls...>{});
+        return keys;
+    }
+    /// The same for a network type without `info` (a user's own): its top-level layers only.
+    static std::set<std::string> top_level_transposed_keys() {
         std::set<std::string> keys;
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             ((torch_transposed_weight<std::tuple_element_t<I, std::tuple<Ls...>>>::value
@@ -117,7 +131,10 @@ struct sequential_layers<Sequential<Ls...>> {
 
 template <class Net>
 std::set<std::string> transposed_keys() {
-    return sequential_layers<typename Net::sequential>::transposed_keys();
+    if constexpr (requires { typename Net::info; })
+        return sequential_layers<typename Net::sequential>::template transposed_keys<typename Net::info>();
+    else
+        return sequential_layers<typename Net::sequential>::top_level_transposed_keys();
 }
 
 inline std::vector<std::uint64_t> shape_of(const Dims& d, bool transposed) {

@@ -36,6 +36,24 @@ OAR_HOST_DEVICE void map_body(const Thread& t, const F& f, const T* x, T* y, std
     for (std::size_t i = t.global_x(); i < n; i += t.stride_x()) y[i] = f(x[i]);
 }
 
+/// y[i] = a[i] + b[i] for i < n (y may be a or b): op::add.
+template <class T>
+OAR_HOST_DEVICE void add_body(const Thread& t, const T* a, const T* b, T* y, std::size_t n) {
+    for (std::size_t i = t.global_x(); i < n; i += t.stride_x()) y[i] = a[i] + b[i];
+}
+
+/// dst[r * dst_stride + j] = src[r * src_stride + j] for r < rows, j < len: op::copy_rows, one
+/// work item per copied value.
+template <class T>
+OAR_HOST_DEVICE void copy_rows_body(const Thread& t, std::size_t rows, std::size_t len, const T* src,
+                                    std::size_t src_stride, T* dst, std::size_t dst_stride) {
+    const std::size_t total = rows * len;
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
+        const std::size_t r = i / len, j = i % len;
+        dst[r * dst_stride + j] = src[r * src_stride + j];
+    }
+}
+
 /// dx[i] = f.backward(x[i], y[i], dy[i]) for i < n.
 template <class F, class T>
 OAR_HOST_DEVICE void map_backward_body(const Thread& t, const F& f, const T* x, const T* y, const T* dy, T* dx,

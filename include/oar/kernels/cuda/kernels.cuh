@@ -36,6 +36,15 @@ template <class F, class T>
 __global__ void map_backward_kernel(F f, const T* x, const T* y, const T* dy, T* dx, std::size_t n) {
     map_backward_body(this_thread(), f, x, y, dy, dx, n);
 }
+template <class T>
+__global__ void add_kernel(const T* a, const T* b, T* y, std::size_t n) {
+    add_body(this_thread(), a, b, y, n);
+}
+template <class T>
+__global__ void copy_rows_kernel(std::size_t rows, std::size_t len, const T* src, std::size_t src_stride, T* dst,
+                                 std::size_t dst_stride) {
+    copy_rows_body(this_thread(), rows, len, src, src_stride, dst, dst_stride);
+}
 template <class F, class T>
 __global__ void update_kernel(F f, std::size_t n, T* p, const T* g, T* s1, T* s2) {
     update_body(this_thread(), f, n, p, g, s1, s2);
@@ -327,6 +336,24 @@ struct kernel<op::scale_down, basic_cuda<D>> {
     static void run(float* x, std::size_t n, float d) {
         cuda_kernels::launch_1d(n, &cuda_kernels::map_kernel<cuda_kernels::scale_down_fn, float>,
                                 cuda_kernels::scale_down_fn{d}, static_cast<const float*>(x), x, n);
+    }
+};
+
+/// kernel<op::add, cuda>::run(a, b, y, n): y[i] = a[i] + b[i] (y may be a or b).
+template <int D>
+struct kernel<op::add, basic_cuda<D>> {
+    static void run(const float* a, const float* b, float* y, std::size_t n) {
+        cuda_kernels::launch_1d(n, &cuda_kernels::add_kernel<float>, a, b, y, n);
+    }
+};
+
+/// kernel<op::copy_rows, cuda>::run(rows, len, src, src_stride, dst, dst_stride): strided row copies.
+template <int D>
+struct kernel<op::copy_rows, basic_cuda<D>> {
+    static void run(std::size_t rows, std::size_t len, const float* src, std::size_t src_stride, float* dst,
+                    std::size_t dst_stride) {
+        cuda_kernels::launch_1d(rows * len, &cuda_kernels::copy_rows_kernel<float>, rows, len, src, src_stride, dst,
+                                dst_stride);
     }
 };
 
