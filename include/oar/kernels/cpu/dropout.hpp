@@ -1,12 +1,32 @@
 // kernel<op::dropout, cpu>: the counter-based dropout mask (core/rng.hpp) applied on the host. The
 // mask of element i is u(stream, i) < p, a pure function of the stream, so backward recomputes it.
+// The loop is compiled for each ISA (isa/dropout_body.inc) and large tensors are split over the
+// default pool; neither changes a bit.
 #pragma once
 
-#include <cstddef>  // std::size_t
+#include <algorithm>  // std::min
+#include <cstddef>    // std::size_t
 #include <cstdint>  // std::uint64_t
 
 #include "../../core/rng.hpp"  // CounterRng
 #include "../dispatch.hpp"     // kernel, op::dropout
+#include "../../core/thread_pool.hpp"  // default_pool: large tensors in chunks
+#include "isa/dispatch.hpp"            // OAR_ISA_X86, active_cpu_isa
+
+// The mask loop, once per ISA (isa/region.inc): oar::cpu_detail::isa_<name>::dropout_blocks.
+#define OAR_ISA_BODY "dropout_body.inc"
+#if OAR_ISA_X86
+#define OAR_ISA_LEVEL 2
+#include "isa/region.inc"
+#undef OAR_ISA_LEVEL
+#define OAR_ISA_LEVEL 1
+#include "isa/region.inc"
+#undef OAR_ISA_LEVEL
+#endif
+#define OAR_ISA_LEVEL 0
+#include "isa/region.inc"
+#undef OAR_ISA_LEVEL
+#undef OAR_ISA_BODY
 
 namespace oar {
 
@@ -14,19 +34,27 @@ namespace oar {
 ///   out[i] = rng.uniform(stream, i) < p ? 0 : in[i] * scale. in == out is allowed.
 template <class T>
 struct kernel<op::dropout, basic_cpu<T>> {
+    static constexpr std::size_t chunk_blocks = 2048;  // Philox blocks per task (8192 elements)
+
     static void run(const CounterRng& rng, std::uint64_t stream, float p, T scale, const T* in, T* out,
                     std::size_t count) {
-        // One Philox block holds the uniforms of 4 consecutive elements (CounterRng::uniform(stream, i)
-        // reads word i % 4 of block i / 4): draw each block once.
-        std::size_t i = 0;
-        for (; i + 4 <= count; i += 4) {
-            const auto block = rng.bits(stream, i / 4);
-            for (std::size_t k = 0; k < 4; ++k) {
-                const float u = static_cast<float>(block[k] >> 8) * (1.0f / 16777216.0f);  // as uniform()
-                out[i + k] = u < p ? T(0) : in[i + k] * scale;
+        const std::size_t blocks = count / 4, tasks = (blocks + chunk_blocks - 1) / chunk_blocks;
+        const auto range = [&](std::size_t t) {
+            const std::size_t b0 = t * chunk_blocks, b1 = std::min(blocks, b0 + chunk_blocks);
+            switch (active_cpu_isa()) {
+#if OAR_ISA_X86
+                case cpu_isa::avx512: return cpu_detail::isa_avx512::dropout_blocks(rng, stream, p, scale, in, out, b0, b1);
+                case cpu_isa::avx2: return cpu_detail::isa_avx2::dropout_blocks(rng, stream, p, scale, in, out, b0, b1);
+#endif
+                default: return cpu_detail::isa_sse2::dropout_blocks(rng, stream, p, scale, in, out, b0, b1);
             }
-        }
-        for (; i < count; ++i) out[i] = rng.uniform(stream, i) < p ? T(0) : in[i] * scale;
+        };
+        // Each element's mask is a pure function of (stream, i): the split does not change the bits.
+        if (tasks > 1 && !ThreadPool::in_task())
+            default_pool().parallel_for(tasks, range);
+        else
+            for (std::size_t t = 0; t < tasks; ++t) range(t);
+        for (std::size_t i = blocks * 4; i < count; ++i) out[i] = rng.uniform(stream, i) < p ? T(0) : in[i] * scale;
     }
 };
 

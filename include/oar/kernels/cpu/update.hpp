@@ -1,5 +1,6 @@
 // CPU loop for the fused optimizer update: one pass over the flat parameter, gradient and state
-// buffers (docs/ARCHITECTURE.md). Plain loop over restrict pointers: the compiler vectorises it;
+// buffers (docs/ARCHITECTURE.md). Plain loop over restrict pointers, compiled for each ISA
+// (isa/update_body.inc) so the compiler vectorises it at the CPU's width whatever the user's flags;
 // large buffers are updated in fixed chunks on the thread pool.
 #pragma once
 
@@ -10,6 +11,22 @@
 #include "../../core/thread_pool.hpp"  // default_pool: large buffers in chunks
 #include "../dispatch.hpp"     // kernel, op::fused_update
 #include "../update_fns.hpp"   // the update functors
+#include "isa/dispatch.hpp"     // OAR_ISA_X86, active_cpu_isa
+
+// The loop, once per ISA (isa/region.inc): oar::cpu_detail::isa_<name>::update_range.
+#define OAR_ISA_BODY "update_body.inc"
+#if OAR_ISA_X86
+#define OAR_ISA_LEVEL 2
+#include "isa/region.inc"
+#undef OAR_ISA_LEVEL
+#define OAR_ISA_LEVEL 1
+#include "isa/region.inc"
+#undef OAR_ISA_LEVEL
+#endif
+#define OAR_ISA_LEVEL 0
+#include "isa/region.inc"
+#undef OAR_ISA_LEVEL
+#undef OAR_ISA_BODY
 
 namespace oar {
 
@@ -34,13 +51,13 @@ private:
     template <class F>
     static void run_range(const F& f, std::size_t b, std::size_t e, T* OAR_RESTRICT p, const T* OAR_RESTRICT g,
                           T* OAR_RESTRICT s1, T* OAR_RESTRICT s2) {
-        T dummy1 = 0, dummy2 = 0;
-        if (s1 && s2)
-            for (std::size_t i = b; i < e; ++i) f(p[i], g[i], s1[i], s2[i]);
-        else if (s1)
-            for (std::size_t i = b; i < e; ++i) f(p[i], g[i], s1[i], dummy2);
-        else
-            for (std::size_t i = b; i < e; ++i) f(p[i], g[i], dummy1, dummy2);
+        switch (active_cpu_isa()) {
+#if OAR_ISA_X86
+            case cpu_isa::avx512: return cpu_detail::isa_avx512::update_range(f, b, e, p, g, s1, s2);
+            case cpu_isa::avx2: return cpu_detail::isa_avx2::update_range(f, b, e, p, g, s1, s2);
+#endif
+            default: return cpu_detail::isa_sse2::update_range(f, b, e, p, g, s1, s2);
+        }
     }
 };
 
