@@ -1,6 +1,6 @@
 // Cross-checks oar against libtorch (Debian's libtorch-dev 1.13, CPU, float32, one thread) on
 // fixed inputs drawn from oar::CounterRng (never torch's RNG): Conv2D, MaxPool2D, AvgPool2D and
-// Linear forward/backward, CrossEntropyLoss, the SGD / Momentum / Adagrad / Adam updates with L2
+// Linear forward/backward, CrossEntropyLoss (on logits, and on probabilities), the SGD / Momentum / Adagrad / Adam updates with L2
 // decay, and three Adam training steps of the course's CNN.
 //
 // "Agrees to 1e-5 relative" means, for every compared tensor a (oar) against b (torch):
@@ -357,6 +357,35 @@ TEST_CASE("CrossEntropyLoss (mean) and its logits gradient agree with libtorch, 
         REQUIRE(std::isfinite(loss));
         expect_close("loss", loss, tloss.item<double>());
         expect_close("d loss / d logits", ce.backward().span(), tz.grad());
+    }
+}
+
+TEST_CASE("CrossEntropyLoss(use_softmax=false) on probabilities agrees with libtorch's nll_loss(log p)") {
+    constexpr std::size_t rows = 9, classes = 10;
+    // Rows of positive values normalised to 1: what a Softmax output layer hands the loss.
+    auto probs = uniform(410, rows * classes, 0.01f, 1.0f);
+    for (std::size_t r = 0; r < rows; ++r) {
+        float s = 0.0f;
+        for (std::size_t j = 0; j < classes; ++j) s += probs[r * classes + j];
+        for (std::size_t j = 0; j < classes; ++j) probs[r * classes + j] /= s;
+    }
+    std::vector<std::int64_t> labels(rows);
+    const oar::CounterRng rng{20240602};
+    for (std::size_t i = 0; i < rows; ++i) labels[i] = static_cast<std::int64_t>(rng.below(411, i, classes));
+    for (const auto red : {oar::Reduction::mean, oar::Reduction::sum}) {
+        const bool mean = red == oar::Reduction::mean;
+        std::printf("CrossEntropyLoss(use_softmax=false) on [%zu,10], reduction %s\n", rows, mean ? "mean" : "sum");
+        oar::CrossEntropyLoss<> ce(red, false);
+        const float loss = ce.forward(oar::TensorView(probs.data(), rows, oar::make_dims(classes)), labels);
+        auto tp = to_torch(probs, {static_cast<std::int64_t>(rows), classes}, true);
+        auto tl = torch::from_blob(labels.data(), {static_cast<std::int64_t>(rows)}, torch::kInt64).clone();
+        auto opts = F::NLLLossFuncOptions();
+        if (mean) opts.reduction(torch::kMean);
+        else opts.reduction(torch::kSum);
+        auto tloss = F::nll_loss(torch::log(tp), tl, opts);
+        tloss.backward();
+        expect_close("loss", loss, tloss.item<double>());
+        expect_close("d loss / d probabilities", ce.backward().span(), tp.grad());
     }
 }
 
