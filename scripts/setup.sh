@@ -42,13 +42,14 @@ else
 fi
 
 # Python packages that Debian lacks, for the cross-check tests only (readers written by others:
-# TensorBoard's EventAccumulator, the safetensors package, Pillow's picture codecs): a venv in .venv that also sees
-# Debian's numpy and torch. Skipped with OAR_NO_PIP=1; the tests that need them then skip.
-pip_packages=(tensorboard safetensors pillow)
+# TensorBoard's EventAccumulator, VisualDL's LogReader, the safetensors package, Pillow's picture
+# codecs): a venv in .venv that also sees Debian's numpy and torch. Skipped with OAR_NO_PIP=1; the
+# tests that need them then skip.
+pip_packages=(tensorboard safetensors pillow visualdl)
 venv="$repo_root/.venv"
 if [[ "${OAR_NO_PIP:-0}" == 1 ]]; then
   echo "setup: python venv: skipped (OAR_NO_PIP=1)"
-elif [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c 'import tensorboard, safetensors, PIL' 2>/dev/null; then
+elif [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c 'import tensorboard, safetensors, PIL, visualdl' 2>/dev/null; then
   echo "setup: python venv (.venv): all present"
 else
   [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv --system-site-packages "$venv"
