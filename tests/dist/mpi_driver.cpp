@@ -242,14 +242,25 @@ TEST_CASE("ps [ps_fault]: a trainer killed by SIGKILL ends the parameter-server 
     CHECK(count(j.output, "the fault went unnoticed") == 0);
 }
 
+TEST_CASE("ps [ps_fault]: a trainer that stops sending without dying ends the job by the server's timeout, named") {
+    const Job j = ps_worker(1, 2, "ps_silent");
+    CHECK(j.status != 0);
+    CHECK(j.seconds < 30.0);  // the server's 2 s, not the trainers' 30 s nor trainer 1's 40 s sleep
+    CHECK(count(j.output, "trainer 1 (rank 1): silent from step 3") == 1);
+    CHECK(count(j.output, "parameter server 0 (rank 2): waited 2 s (OAR_PS_TIMEOUT) for trainer rank(s) 1, which "
+                          "sent nothing: stopping the job") == 1);
+    CHECK(count(j.output, "went unnoticed") == 0);
+}
+
 TEST_CASE("ps [ps_roles]: a role configuration that does not match the job is refused, naming the variable") {
     const Job j = ps_worker(2, 2, "ps_sync", 3);
     CHECK(j.status != 0);
     CHECK(j.seconds < 60.0);
-    CHECK(count(j.output, "OAR_SERVER_NUM=2 + OAR_WORKER_NUM=2 = 4 processes, but the launcher started 3") == 3);
+    // Every rank refuses; mpirun may end the others before they print, once one has exited.
+    CHECK(count(j.output, "OAR_SERVER_NUM=2 + OAR_WORKER_NUM=2 = 4 processes, but the launcher started 3") >= 1);
     const Job bad = run(mpirun(3) + "-x OAR_SERVER_NUM=1 -x OAR_WORKER_NUM=two " + OAR_MPI_WORKER + " ps_sync 2>&1");
     CHECK(bad.status != 0);
-    CHECK(count(bad.output, "OAR_WORKER_NUM='two' is not a positive number of processes") == 3);
+    CHECK(count(bad.output, "OAR_WORKER_NUM='two' is not a positive number of processes") >= 1);
 }
 
 TEST_CASE("ps [ps_launch]: train_mnist under oar-launch --server_num 1 --worker_num 2, sync and --a-sync") {

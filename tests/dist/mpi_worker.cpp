@@ -11,6 +11,7 @@
 #include <exception>  // std::exception
 #include <set>        // std::multiset: shard coverage
 #include <string>     // std::string
+#include <thread>     // std::this_thread::sleep_for: the silent trainer
 #include <type_traits>  // std::is_same_v
 #include <vector>     // std::vector
 
@@ -519,6 +520,39 @@ int ps_async(int* argc, char*** argv, bool a_sync, int staleness, float lr, std:
     return ok ? 0 : 1;
 }
 
+/// Sync, 1 server, the server's timeout 2 s (the trainers' 30 s): trainer 1 stops sending at
+/// step 3 without dying (it sleeps). The server must give up, naming trainer rank 1, and the
+/// job end (the worker returns non-zero, mpirun aborts the others).
+int ps_silent(const oar::dist::PsRole& role) {
+    const oar::data::RandomDataset ds(200, oar::make_dims(1, 28, 28), 10, data_seed);
+    Net net(init_seed);
+    oar::Adam<> opt(net.parameters());
+    if (role.is_server()) {
+        oar::dist::ps::Server<oar::Adam<>> server(role, net, opt, {.timeout_s = 2});
+        server.run();
+        std::printf("server: every trainer stopped: the silent trainer went unnoticed\n");
+        return 0;
+    }
+    oar::dist::ps::Trainer<Net, oar::Adam<>> trainer(role, net, opt, {.timeout_s = 30});
+    oar::CrossEntropyLoss<> ce;
+    oar::data::DataLoader loader(ds, oar::data::DistributedBatchSampler(ds.size(), 10, 2,
+                                                                        static_cast<std::size_t>(role.index())));
+    for (auto&& b : loader.epoch(0)) {
+        if (role.index() == 1 && b.index == 3) {
+            std::printf("trainer 1 (rank 1): silent from step 3\n");
+            std::fflush(stdout);
+            std::this_thread::sleep_for(std::chrono::seconds(40));
+        }
+        ce(net.forward(b.images.view()), b.labels);
+        net.backward(ce.backward());
+        trainer.step();
+        trainer.clear_grad();
+    }
+    trainer.stop();
+    std::printf("trainer %d: finished: the silent trainer went unnoticed\n", role.index());
+    return 0;
+}
+
 /// Sync, 1 server: trainer 1 kills itself at step 5. The job must end, naming the rank.
 int ps_fault(const oar::dist::PsRole& role) {
     const oar::data::RandomDataset ds(1000, oar::make_dims(1, 28, 28), 10, data_seed);
@@ -628,7 +662,7 @@ int main(int argc, char** argv) {
         else if (mode == "fault") rc = fault(ctx);
         else if (mode == "mismatch") rc = mismatch(ctx);
         else if (mode == "bench") rc = bench(ctx);
-        else if (mode.rfind("ps_", 0) == 0) {
+        else if (mode.rfind("ps_", 0) == 0) try {
             const oar::dist::PsRole role = oar::dist::ps_role_from_env(ctx.world_size(), ctx.rank());
             const std::string dir = argc > 2 ? argv[2] : "";
             if (mode == "ps_sync")
@@ -638,6 +672,13 @@ int main(int argc, char** argv) {
                               argc > 4 ? static_cast<float>(std::atof(argv[4])) : 0.003f,
                               argc > 5 ? static_cast<std::size_t>(std::atoi(argv[5])) : 60);
             else if (mode == "ps_fault") rc = ps_fault(role);
+            else if (mode == "ps_silent") rc = ps_silent(role);
+        } catch (const oar::comm_error& e) {
+            // As train_mnist does: a rank that gives up ends the whole job (returning would leave
+            // it in MPI_Finalize, waiting for ranks that wait for it).
+            std::printf("mpi_worker: rank %d: %s\n", ctx.rank(), e.what());
+            std::fflush(stdout);
+            ctx.abort(1);
         }
         else std::printf("usage: mpi_worker equivalence|sampler|fault|mismatch|bench|ps_sync DIR|ps_async|ps_fault\n");
         std::fflush(stdout);

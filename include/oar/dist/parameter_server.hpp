@@ -217,7 +217,10 @@ public:
         int n_stopped = 0, n_pushed = 0;
         double lr = 0;
         while (n_stopped < W) {
-            const MPI_Status st = probe(stopped);
+            // Whom a timeout names: in the middle of a sync step the trainers whose push is missing.
+            std::vector<bool> awaited(stopped.size());
+            for (std::size_t i = 0; i < awaited.size(); ++i) awaited[i] = !stopped[i] && !(n_pushed > 0 && pushed[i]);
+            const MPI_Status st = probe(awaited);
             const int t = st.MPI_SOURCE;  // trainers are ranks 0..W-1
             int bytes = 0;
             detail::mpi_check(MPI_Get_count(&st, MPI_BYTE, &bytes), "MPI_Get_count");
@@ -269,7 +272,7 @@ public:
     }
 
 private:
-    MPI_Status probe(const std::vector<bool>& stopped) {
+    MPI_Status probe(const std::vector<bool>& awaited) {
         const auto start = std::chrono::steady_clock::now();
         std::chrono::microseconds nap{0};
         for (int tries = 0;; ++tries) {
@@ -278,12 +281,12 @@ private:
             detail::mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_.native(), &flag, &st), "MPI_Iprobe");
             if (flag) return st;
             if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > o_.timeout_s) {
-                std::string who;
-                for (std::size_t i = 0; i < stopped.size(); ++i)
-                    if (!stopped[i]) who += (who.empty() ? "" : ", ") + std::to_string(i);
+                std::string who;  // trainer t is rank t
+                for (std::size_t i = 0; i < awaited.size(); ++i)
+                    if (awaited[i]) who += (who.empty() ? "" : ", ") + std::to_string(i);
                 throw comm_error(oar::detail::concat("parameter server ", role_.index(), " (rank ", role_.rank,
-                                                     "): no message from trainer(s) ", who, " (ranks ", who, ") for ",
-                                                     o_.timeout_s, " s (OAR_PS_TIMEOUT)"));
+                                                     "): waited ", o_.timeout_s, " s (OAR_PS_TIMEOUT) for trainer rank(s) ",
+                                                     who, ", which sent nothing: stopping the job"));
             }
             if (tries > 64) {
                 nap = std::min(std::chrono::microseconds(200), nap + std::chrono::microseconds(10));
