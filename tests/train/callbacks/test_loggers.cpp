@@ -1,6 +1,7 @@
-// CSVLogger, TensorBoardLogger and CurvesLogger on a real fit, read back by independent readers:
-// python's csv module, TensorBoard's EventAccumulator (tests/io/read_tfevents.py) and python's
-// XML parser, each value compared with the History fit returned.
+// CSVLogger, TensorBoardLogger, VisualDLLogger and CurvesLogger on a real fit, read back by
+// independent readers: python's csv module, TensorBoard's EventAccumulator (tests/io/read_tfevents.py),
+// VisualDL's LogReader (tests/io/read_visualdl.py) and python's XML parser, each value compared with
+// the History fit returned.
 #include <doctest/doctest.h>
 
 #include <oar/train/callbacks/loggers.hpp>
@@ -16,6 +17,7 @@
 #include <oar/oar.hpp>  // Adam
 
 #include "support/process.hpp"    // oar_test::run_command: the python readers
+#include "support/skip.hpp"       // oar_test::skip: visualdl missing
 #include "support/temp_dir.hpp"   // oar_test::TempDir
 #include "support/toy_model.hpp"  // oar_test::toy_set, ToyNet
 
@@ -162,4 +164,46 @@ TEST_CASE("CurvesLogger rewrites a valid SVG after every epoch with the train an
     CHECK(out.find("{http://www.w3.org/2000/svg}svg") != std::string::npos);
     for (const char* name : {"train loss", "valid loss", "train accuracy", "valid accuracy"})
         CHECK(out.find(std::string("'") + name + "'") != std::string::npos);
+}
+
+TEST_CASE("VisualDLLogger's record file reads back through VisualDL's LogReader with fit's values") {
+    oar_test::TempDir tmp;
+    oar_test::ToyNet net(5);
+    oar::Adam opt(net.parameters(), {.learning_rate = 0.01f});
+    oar::VisualDLLogger vdl(tmp.path / "vdl", 4);
+    struct Keep {
+        std::map<std::uint64_t, oar::Logs> steps;
+        void on_train_batch_end(const oar::Logs& l) { steps[l.global_step] = l; }
+    } keep;
+    const auto h = fit(net, opt, 4, vdl, keep);  // 24 steps: logged at 4, 8, ..., 24
+    REQUIRE(fs::exists(vdl.path()));
+    CHECK_THROWS_AS(oar::VisualDLLogger(tmp.path, 0), oar::value_error);
+    const auto r = oar_test::run_command(std::string(OAR_PYTHON) + " " + OAR_SOURCE_DIR + "/tests/io/read_visualdl.py '" +
+                                         vdl.path().string() + "' 2>&1");
+    if (r.status == 3) {
+        oar_test::skip("the visualdl package is not in the test venv (scripts/setup.sh installs it)");
+        return;
+    }
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    std::map<std::string, std::map<long, double>> got;  // tag -> step -> value
+    for (const auto& l : lines(r.output)) {
+        std::istringstream in(l);
+        std::string kind, ms, value, tag;
+        long step = 0;
+        in >> kind >> step >> ms >> value >> tag;
+        if (kind == "scalar") got[tag][step] = std::strtod(value.c_str(), nullptr);
+    }
+    REQUIRE(got["train/loss"].size() == 6);
+    for (const auto& [step, v] : got["train/loss"]) {
+        REQUIRE(keep.steps.count(static_cast<std::uint64_t>(step)) == 1);
+        const auto& l = keep.steps[static_cast<std::uint64_t>(step)];
+        CHECK(step % 4 == 0);
+        CHECK(v == static_cast<double>(static_cast<float>(l.loss)));
+        CHECK(got["train/acc"][step] == static_cast<double>(static_cast<float>(l.at("acc"))));
+        CHECK(got["train/lr"][step] == static_cast<double>(static_cast<float>(l.lr)));
+    }
+    REQUIRE(got["eval/loss"].size() == 2);
+    CHECK(got["eval/loss"][2] == static_cast<double>(static_cast<float>(h.epochs[1].eval_loss)));
+    CHECK(got["eval/acc"][4] == static_cast<double>(static_cast<float>(h.epochs[3].at("eval_acc"))));
 }

@@ -1,5 +1,6 @@
-// A run's logs in files, as callbacks: CSVLogger (one row per epoch), TensorBoardLogger (scalars
-// as paddle.callbacks.VisualDL writes them: train/* every log_freq steps, eval/* per epoch) and
+// A run's logs in files, as callbacks: CSVLogger (one row per epoch), TensorBoardLogger and
+// VisualDLLogger (scalars as paddle.callbacks.VisualDL writes them: train/* every log_freq steps,
+// eval/* per epoch; in TensorBoard's event files and in VisualDL's own record files) and
 // CurvesLogger (the loss and accuracy SVG, rewritten after every epoch). A resumed run (its
 // model's progress past epoch 0) appends to its CSV instead of starting a new one.
 #pragma once
@@ -16,6 +17,7 @@
 #include "../../io/csv.hpp"          // io::CsvWriter
 #include "../../io/svg_plot.hpp"     // io::write_training_curves
 #include "../../io/tensorboard.hpp"  // io::TensorBoardWriter
+#include "../../io/visualdl.hpp"     // io::VisualDLWriter
 #include "callback.hpp"              // Logs
 
 namespace oar {
@@ -63,46 +65,65 @@ private:
     std::unique_ptr<io::CsvWriter> csv_;
 };
 
-/// TensorBoard / VisualDL scalars: train/loss, train/<metric> and train/lr at every log_freq-th
-/// global step; eval/loss and eval/<metric> at each validated epoch (step = epoch from 1).
-/// Flushed at every epoch's end, so a running TensorBoard sees each epoch.
-class TensorBoardLogger {
+namespace detail {
+
+/// The scalars of TensorBoardLogger and VisualDLLogger, over a writer W with add_scalar and flush.
+template <class W>
+class ScalarLogger {
 public:
-    explicit TensorBoardLogger(std::filesystem::path dir, std::size_t log_freq = 10)
+    ScalarLogger(std::filesystem::path dir, std::size_t log_freq, const char* name)
         : dir_(std::move(dir)), log_freq_(log_freq) {
-        if (log_freq_ == 0) throw value_error("TensorBoardLogger: log_freq must be at least 1");
+        if (log_freq_ == 0) throw value_error(detail::concat(name, ": log_freq must be at least 1"));
     }
 
     void on_train_begin(const Logs&) {
-        if (!tb_) tb_ = std::make_unique<io::TensorBoardWriter>(dir_);
+        if (!w_) w_ = std::make_unique<W>(dir_);
     }
     void on_train_batch_end(const Logs& l) {
-        if (!tb_ || l.global_step % log_freq_ != 0) return;
+        if (!w_ || l.global_step % log_freq_ != 0) return;
         const auto step = static_cast<std::int64_t>(l.global_step);
-        tb_->add_scalar("train/loss", l.loss, step);
-        for (const auto& [k, v] : l.metrics) tb_->add_scalar("train/" + k, v, step);
-        tb_->add_scalar("train/lr", l.lr, step);
+        w_->add_scalar("train/loss", l.loss, step);
+        for (const auto& [k, v] : l.metrics) w_->add_scalar("train/" + k, v, step);
+        w_->add_scalar("train/lr", l.lr, step);
     }
     void on_epoch_end(const Logs& l) {
-        if (!tb_) return;
+        if (!w_) return;
         if (l.has_eval) {
             const auto step = static_cast<std::int64_t>(l.epoch + 1);
-            tb_->add_scalar("eval/loss", l.eval_loss, step);
-            for (const auto& [k, v] : l.eval_metrics) tb_->add_scalar("eval/" + k, v, step);
+            w_->add_scalar("eval/loss", l.eval_loss, step);
+            for (const auto& [k, v] : l.eval_metrics) w_->add_scalar("eval/" + k, v, step);
         }
-        tb_->flush();
+        w_->flush();
     }
     void on_train_end(const Logs&) {
-        if (tb_) tb_->flush();
+        if (w_) w_->flush();
     }
 
-    /// The event file (empty before training began).
-    std::filesystem::path path() const { return tb_ ? tb_->path() : std::filesystem::path(); }
+    /// The log file (empty before training began).
+    std::filesystem::path path() const { return w_ ? w_->path() : std::filesystem::path(); }
 
 private:
     std::filesystem::path dir_;
     std::size_t log_freq_;
-    std::unique_ptr<io::TensorBoardWriter> tb_;
+    std::unique_ptr<W> w_;
+};
+
+}  // namespace detail
+
+/// TensorBoard scalars: train/loss, train/<metric> and train/lr at every log_freq-th global step;
+/// eval/loss and eval/<metric> at each validated epoch (step = epoch from 1). Flushed at every
+/// epoch's end, so a running TensorBoard sees each epoch.
+class TensorBoardLogger : public detail::ScalarLogger<io::TensorBoardWriter> {
+public:
+    explicit TensorBoardLogger(std::filesystem::path dir, std::size_t log_freq = 10)
+        : ScalarLogger(std::move(dir), log_freq, "TensorBoardLogger") {}
+};
+
+/// The same scalars as TensorBoardLogger, in VisualDL's record format (`visualdl --logdir DIR`).
+class VisualDLLogger : public detail::ScalarLogger<io::VisualDLWriter> {
+public:
+    explicit VisualDLLogger(std::filesystem::path dir, std::size_t log_freq = 10)
+        : ScalarLogger(std::move(dir), log_freq, "VisualDLLogger") {}
 };
 
 /// The loss and accuracy curves (train and valid per epoch) as an SVG, rewritten atomically after
