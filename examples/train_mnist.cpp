@@ -1,6 +1,6 @@
 // train_mnist: oar's main job and front door. Trains one of the course's models on MNIST-layout
 // IDX data (or the course's mnist.json.gz) with oar::Model: validation every epoch, a progress bar
-// on a terminal (the course's log line every --log-every steps otherwise), CSV + TensorBoard +
+// on a terminal (the course's log line every --log-every steps otherwise), CSV + TensorBoard + VisualDL +
 // SVG curves in --log-dir, checkpoints in --checkpoint-dir, --resume, an LR schedule, and a clean
 // stop on SIGINT/SIGTERM (checkpoint saved). Tests at the end and prints one result line.
 // Started by mpirun (or scripts/oar-launch) in a build with MPI, it trains data-parallel: the
@@ -79,8 +79,8 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
                        or DIR (its latest); same model, optimizer and seed
   --log-every N        not on a terminal: the course's line every N batches, 0 = never
                        (default 200); on a terminal a progress bar instead
-  --log-dir DIR        write DIR/curves.svg, DIR/train.csv and a TensorBoard event file, and
-                       this process's lines to DIR/workerlog.<rank>
+  --log-dir DIR        write DIR/curves.svg, DIR/train.csv, a TensorBoard event file, a VisualDL
+                       record file, and this process's lines to DIR/workerlog.<rank>
                        (default: $OAR_LOG_DIR, which oar-launch --log_dir sets)
   --a-sync             parameter-server mode only: asynchronous pushes and pulls (Paddle's
                        strategy.a_sync) instead of a barrier per step

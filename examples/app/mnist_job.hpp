@@ -28,7 +28,7 @@
 #include <oar/optim/momentum.hpp>                    // Momentum
 #include <oar/optim/sgd.hpp>                         // SGD
 #include <oar/train/callbacks/diagnostics.hpp>       // TerminateOnNonFinite
-#include <oar/train/callbacks/loggers.hpp>           // CSVLogger, TensorBoardLogger, CurvesLogger
+#include <oar/train/callbacks/loggers.hpp>           // CSVLogger, TensorBoardLogger, VisualDLLogger, CurvesLogger
 #include <oar/train/callbacks/model_checkpoint.hpp>  // ModelCheckpoint
 #include <oar/train/callbacks/progress.hpp>          // ProgBarLogger
 #include <oar/train/callbacks/signals.hpp>           // StopOnSignal
@@ -167,11 +167,13 @@ int train(const Config& c, const Run& run, const Splits<D>& data, Net& net, auto
 
     Maybe<oar::CSVLogger> csv;
     Maybe<oar::TensorBoardLogger> tb;
+    Maybe<oar::VisualDLLogger> vdl;
     Maybe<oar::CurvesLogger> curves;
     if (writer && !c.log_dir.empty()) {
         const std::filesystem::path dir(c.log_dir);
         csv.c = std::make_unique<oar::CSVLogger>(dir / "train.csv");
         tb.c = std::make_unique<oar::TensorBoardLogger>(dir, fit.log_freq);
+        vdl.c = std::make_unique<oar::VisualDLLogger>(dir, fit.log_freq);
         curves.c = std::make_unique<oar::CurvesLogger>(dir / "curves.svg", "acc",
                                                        "train_mnist: " + c.model + " on " + dataset);
     }
@@ -192,7 +194,7 @@ int train(const Config& c, const Run& run, const Splits<D>& data, Net& net, auto
     // eval_loss (plateau) then steps alike on every rank, and the learning rates never drift apart.
     const D* valid = &data.valid;
     // The schedules step before the checkpoint saves their state; the checkpoint comes last.
-    model.fit(loader, valid, fit, guard, bar, course, epochs, sched.step, sched.multi, sched.cosine, sched.plateau, csv, tb, curves,
+    model.fit(loader, valid, fit, guard, bar, course, epochs, sched.step, sched.multi, sched.cosine, sched.plateau, csv, tb, vdl, curves,
               stop_hook, ckpt);
     if constexpr (ps) opt.stop();  // fleet.stop_worker(): every trainer takes the final parameters
     flush_output();

@@ -10,6 +10,7 @@
 #include <array>       // std::array: the read buffer
 #include <csignal>     // SIGINT, SIGTERM, kill
 #include <cstdint>
+#include <cstdlib>     // std::strtof, std::strtod: the logged values
 #include <iterator>    // std::istreambuf_iterator
 #include <sys/wait.h>  // waitpid
 #include <unistd.h>    // fork, execv, pipe
@@ -25,6 +26,7 @@
 #include "support/idx_files.hpp"  // oar_test::idx_bytes: their contents
 #include "support/process.hpp"    // oar_test::run_command: the programs as real processes
 #include "support/toy_mnist.hpp"  // oar_test::write_toy_mnist_set: learnable IDX files
+#include "support/skip.hpp"       // oar_test::skip: visualdl missing
 #include "support/temp_dir.hpp"   // oar_test::TempDir: the data folder
 
 namespace fs = std::filesystem;
@@ -292,7 +294,7 @@ std::vector<std::string> split_args(const std::string& s) {
 
 }  // namespace
 
-TEST_CASE("--log-dir holds the SVG curves, the CSV and a TensorBoard event file; --checkpoint-dir the safetensors") {
+TEST_CASE("--log-dir holds the SVG curves, the CSV, a TensorBoard event file and a VisualDL record file; --checkpoint-dir the safetensors") {
     TempDir tmp;
     write_set(tmp.path, "train", 120);
     write_set(tmp.path, "t10k", 30);
@@ -310,6 +312,42 @@ TEST_CASE("--log-dir holds the SVG curves, the CSV and a TensorBoard event file;
     for (const auto& e : fs::directory_iterator(logs)) events += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
     CHECK(events == 1);
     CHECK(fs::exists(logs / "workerlog.0"));
+    // VisualDL's own reader sees the epochs' validation accuracy that the CSV holds.
+    fs::path vdl;
+    for (const auto& e : fs::directory_iterator(logs))
+        if (e.path().filename().string().rfind("vdlrecords.", 0) == 0) vdl = e.path();
+    REQUIRE_FALSE(vdl.empty());
+    const auto read = oar_test::run_command(std::string(OAR_PYTHON) + " " + OAR_SOURCE_DIR +
+                                            "/tests/io/read_visualdl.py '" + vdl.string() + "' 2>&1");
+    if (read.status == 3) {
+        oar_test::skip("the visualdl package is not in the test venv (scripts/setup.sh installs it)");
+    } else {
+        INFO(read.output);
+        REQUIRE(read.status == 0);
+        std::vector<double> csv_acc, vdl_acc;
+        std::istringstream rows(csv);
+        std::string row;
+        std::getline(rows, row);  // header
+        while (std::getline(rows, row)) {
+            std::istringstream f(row);
+            std::string cell;
+            for (int i = 0; i <= 5; ++i) std::getline(f, cell, ',');  // eval_acc: the 6th column
+            csv_acc.push_back(static_cast<double>(std::strtof(cell.c_str(), nullptr)));
+        }
+        std::istringstream out(read.output);
+        std::size_t train_loss = 0;
+        for (std::string l; std::getline(out, l);) {
+            std::istringstream in(l);
+            std::string kind, step, ms, value, tag;
+            in >> kind >> step >> ms >> value >> tag;
+            if (kind == "scalar" && tag == "eval/acc") vdl_acc.push_back(std::strtod(value.c_str(), nullptr));
+            train_loss += kind == "scalar" && tag == "train/loss";
+        }
+        CHECK(train_loss > 0);
+        REQUIRE(vdl_acc.size() == 2);
+        REQUIRE(csv_acc.size() == 2);
+        for (std::size_t i = 0; i < 2; ++i) CHECK(vdl_acc[i] == doctest::Approx(csv_acc[i]).epsilon(1e-6));
+    }
     for (const char* stem : {"latest", "best", "epoch_1", "epoch_2"}) {
         CHECK(fs::exists(ck / (std::string(stem) + ".safetensors")));
         CHECK(fs::exists(ck / (std::string(stem) + ".state.safetensors")));
