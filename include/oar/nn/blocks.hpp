@@ -424,11 +424,12 @@ struct Residual {
     void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
         const Layout l = layout(in);
         const Context<B> saved = ctx;
-        T* g0 = ctx.saved + n * l.grad0;
-        T* g1 = ctx.saved + n * l.grad1;
+        // From `saved`: the inner layers repoint ctx as they run.
+        T* g0 = saved.saved + n * l.grad0;
+        T* g1 = saved.saved + n * l.grad1;
         body_chain::backward(body, ctx, l.body, body_frame<T>(saved), x, dy, dx, n, g0, g1);
         if constexpr (has_shortcut) {
-            T* sdx = dx ? ctx.saved + n * l.shortcut_dx : nullptr;
+            T* sdx = dx ? saved.saved + n * l.shortcut_dx : nullptr;
             shortcut_chain::backward(shortcut, ctx, l.shortcut, shortcut_frame<T>(saved, l, n), x, dy, sdx, n, g0, g1);
             if (dx) kernel<op::add, B>::run(dx, sdx, dx, n * in.size());
         } else {
