@@ -1,6 +1,6 @@
-// Dropout<100> would drop everything.
-// first-error: oar: Dropout<Percent> needs Percent < 100
-// expect: Dropout<100>
+// DropoutPercent<100> would drop everything.
+// first-error: oar: DropoutPercent<Percent> needs Percent < 100
+// expect: DropoutPercent<100>
 #include <oar/layers/dropout.hpp>
 
-oar::Dropout<100> d;
+oar::DropoutPercent<100> d;

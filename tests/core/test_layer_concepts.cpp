@@ -73,7 +73,7 @@ using namespace concept_test;
 // oar's layers are Layers; those with weights are ParametricLayers.
 static_assert(oar::Layer<oar::ReLU> && oar::Layer<oar::Sigmoid> && oar::Layer<oar::Tanh> && oar::Layer<oar::Softmax>);
 static_assert(oar::Layer<oar::Flatten>);
-static_assert(oar::Layer<oar::Dropout<50>> && oar::Layer<oar::Dropout<0>>);
+static_assert(oar::Layer<oar::Dropout> && oar::Layer<oar::DropoutPercent<0>>);
 static_assert(oar::Layer<oar::MaxPool2D<2, 2>> && oar::Layer<oar::AvgPool2D<3>>);
 static_assert(oar::Layer<oar::Linear<980, 10>>);
 static_assert(oar::Layer<oar::Conv2D<1, 20, 5, 1, 2>>);
@@ -84,7 +84,7 @@ static_assert(!oar::ParametricLayer<oar::ReLU>);
 static_assert(!oar::ParametricLayer<oar::Softmax>);
 static_assert(!oar::ParametricLayer<oar::Flatten>);
 static_assert(!oar::ParametricLayer<oar::MaxPool2D<2, 2>>);
-static_assert(!oar::ParametricLayer<oar::Dropout<50>>);
+static_assert(!oar::ParametricLayer<oar::Dropout>);
 
 // The contract, on hand-written types.
 static_assert(oar::Layer<Identity> && !oar::ParametricLayer<Identity>);

@@ -179,6 +179,28 @@ struct kernel<op::softmax_cross_entropy, emu> {
     }
 };
 template <>
+struct kernel<op::batch_norm_forward, emu> {
+    static void run(std::size_t n, std::size_t channels, std::size_t inner, const float* x, const float* gamma,
+                    const float* beta, float* running_mean, float* running_var, bool train, float momentum, float eps,
+                    float* y) {
+        oar_test::launch_1d(channels, [&](const emu_ck::Thread& t) {
+            emu_ck::batch_norm_forward_body(t, n, channels, inner, x, gamma, beta, running_mean, running_var, train,
+                                            momentum, eps, y);
+        });
+    }
+};
+template <>
+struct kernel<op::batch_norm_backward, emu> {
+    static void run(std::size_t n, std::size_t channels, std::size_t inner, const float* x, const float* gamma,
+                    const float* running_mean, const float* running_var, bool train, float eps, const float* dy,
+                    float* dgamma, float* dbeta, float* dx) {
+        oar_test::launch_1d(channels, [&](const emu_ck::Thread& t) {
+            emu_ck::batch_norm_backward_body(t, n, channels, inner, x, gamma, running_mean, running_var, train, eps, dy,
+                                             dgamma, dbeta, dx);
+        });
+    }
+};
+template <>
 struct kernel<op::fused_update, emu> {
     template <class F>
     static void run(const F& f, std::size_t n, float* p, const float* g, float* s1, float* s2) {

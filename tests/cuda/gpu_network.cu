@@ -1,12 +1,14 @@
 // GPU runtime test of the CUDA backend (oar/cuda.cuh): Network<course CNN, Image, cuda> against
 // Network<..., cpu> from the same seed: forward logits, loss, every parameter gradient, and the
 // parameters after Adam steps (1e-4 relative: cuBLAS and the CPU GEMM sum in different orders);
-// an MLP with Dropout draws the CPU's masks. Skipped (exit 77) where there is no GPU.
+// an MLP with Dropout draws the CPU's masks; BatchNorm2D and rectangular, bias-free convolutions. Skipped (exit 77) where there is no GPU.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/cuda.cuh>  // Network<..., cuda> and the rest of the backend
 
 #include <oar/layers/activation.hpp>  // ReLU
+#include <oar/layers/batch_norm.hpp>  // BatchNorm2D
+#include <oar/layers/conv2d.hpp>      // Conv2D with Size2 and Bias::no
 #include <oar/layers/linear.hpp>      // Linear
 #include <oar/layers/pool2d.hpp>      // MaxPool2D
 #include <oar/models/course.hpp>       // course::CNN
@@ -23,7 +25,7 @@
 
 namespace {
 using CNN = oar::course::CNN;
-using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::Dropout<20>, oar::Linear<64, 10>>;
+using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::DropoutPercent<20>, oar::Linear<64, 10>>;
 using Image = oar::Shape<1, 28, 28>;
 
 }  // namespace
@@ -40,6 +42,14 @@ TEST_CASE("SGD, Momentum and Adagrad on the GPU step as on the CPU") {
 
 TEST_CASE("an MLP with Dropout on the GPU draws the CPU's dropout masks") {
     oar_test::compare_training<oar::cuda, MLP, oar::Adam>(32, 3, 1e-4, 1e-4);
+}
+
+TEST_CASE("a CNN with BatchNorm2D and rectangular, bias-free convolutions trains on the GPU as on the CPU") {
+    // (1,28,28) -> 3x5 kernel, strides 1x2, padding 1x2 -> (4,28,14) -> 3x3 stride 2 no bias -> (4,14,7)
+    using BNCNN = oar::Sequential<oar::Conv2D<1, 4, oar::Size2{3, 5}, oar::Size2{1, 2}, oar::Size2{1, 2}>,
+                                  oar::BatchNorm2D<4>, oar::ReLU, oar::Conv2D<4, 4, 3, 2, 1, oar::Bias::no>,
+                                  oar::BatchNorm2D<4>, oar::ReLU, oar::Flatten, oar::Linear<392, 10>>;
+    oar_test::compare_training<oar::cuda, BNCNN, oar::Adam>(16, 3, 1e-4, 1e-4);
 }
 
 TEST_CASE("BatchStager uploads pinned batches that the network then reads on the compute stream") {

@@ -30,7 +30,7 @@ namespace {
 using oar_test::emulated_cuda;
 using Image = oar::Shape<1, 28, 28>;
 using CNN = oar::course::CNN;
-using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::Dropout<20>, oar::Linear<64, 10>>;
+using MLP = oar::Sequential<oar::Flatten, oar::Linear<784, 64>, oar::ReLU, oar::DropoutPercent<20>, oar::Linear<64, 10>>;
 
 /// Blocks through the seam: a Residual, a projection Residual and a Concat (op::add, op::copy_rows).
 using Blocks = oar::Sequential<oar::Conv2D<1, 4, 3, 1, 1>, oar::ReLU,
@@ -56,6 +56,79 @@ TEST_CASE("SGD, Momentum and Adagrad, written once, step on the emulated CUDA ba
     compare_training<emulated_cuda, MLP, oar::SGD>(16, 2, 1e-5, 1e-4);
     compare_training<emulated_cuda, MLP, oar::Momentum>(16, 2, 1e-5, 1e-4);
     compare_training<emulated_cuda, MLP, oar::Adagrad>(16, 2, 1e-5, 1e-4);
+}
+
+TEST_CASE("rectangular, per-axis strided and bias-free convolutions train on the emulated CUDA backend as on the CPU") {
+    // (1,28,28) -> 3x5 kernel, strides 1x2, padding 1x2: (4,28,14) -> 3x3, stride 2, padding 1, no bias:
+    // (4,14,7) -> 1x3 kernel, stride 1, padding 0x1, no bias: (4,14,7)
+    using RectCNN = oar::Sequential<oar::Conv2D<1, 4, oar::Size2{3, 5}, oar::Size2{1, 2}, oar::Size2{1, 2}>, oar::ReLU,
+                                    oar::Conv2D<4, 4, 3, 2, 1, oar::Bias::no>, oar::ReLU,
+                                    oar::Conv2D<4, 4, oar::Size2{1, 3}, 1, oar::Size2{0, 1}, oar::Bias::no>,
+                                    oar::Flatten, oar::Linear<392, 10>>;
+    compare_training<emulated_cuda, RectCNN, oar::Adam>(8, 2, 1e-5, 1e-4);
+}
+
+TEST_CASE("BatchNorm's CUDA kernels under emulated launches give the CPU kernels' bits, in training and evaluation") {
+    constexpr std::size_t n = 5, channels = 3, inner = 7, count = n * channels * inner;
+    const auto x = oar_test::random_vector<float>(count, 11);
+    const auto dy = oar_test::random_vector<float>(count, 12);
+    const auto gamma = oar_test::random_vector<float>(channels, 13);
+    const auto beta = oar_test::random_vector<float>(channels, 14);
+    for (const bool train : {true, false}) {
+        INFO("train ", train);
+        std::vector<float> mean_c{0.1f, -0.2f, 0.3f}, var_c{1.0f, 0.5f, 2.0f}, mean_e = mean_c, var_e = var_c;
+        std::vector<float> y_c(count), y_e(count, 9.0f);
+        oar::kernel<oar::op::batch_norm_forward, oar::cpu>::run(n, channels, inner, x.data(), gamma.data(), beta.data(),
+                                                                mean_c.data(), var_c.data(), train, 0.9f, 1e-5f,
+                                                                y_c.data());
+        oar::kernel<oar::op::batch_norm_forward, emulated_cuda>::run(n, channels, inner, x.data(), gamma.data(),
+                                                                     beta.data(), mean_e.data(), var_e.data(), train,
+                                                                     0.9f, 1e-5f, y_e.data());
+        CHECK(y_e == y_c);
+        CHECK(mean_e == mean_c);
+        CHECK(var_e == var_c);
+        CHECK((mean_c != std::vector<float>{0.1f, -0.2f, 0.3f}) == train);  // training moved the statistics
+        std::vector<float> dg_c(channels, 0.5f), db_c(channels, -0.5f), dx_c(count), dg_e = dg_c, db_e = db_c,
+                                                                                    dx_e(count, 9.0f);
+        oar::kernel<oar::op::batch_norm_backward, oar::cpu>::run(n, channels, inner, x.data(), gamma.data(),
+                                                                 mean_c.data(), var_c.data(), train, 1e-5f, dy.data(),
+                                                                 dg_c.data(), db_c.data(), dx_c.data());
+        oar::kernel<oar::op::batch_norm_backward, emulated_cuda>::run(n, channels, inner, x.data(), gamma.data(),
+                                                                      mean_e.data(), var_e.data(), train, 1e-5f,
+                                                                      dy.data(), dg_e.data(), db_e.data(), dx_e.data());
+        CHECK(dx_e == dx_c);
+        CHECK(dg_e == dg_c);
+        CHECK(db_e == db_c);
+    }
+}
+
+TEST_CASE("a CNN with BatchNorm2D trains on the emulated CUDA backend as on the CPU, running statistics included") {
+    using BNCNN = oar::Sequential<oar::Conv2D<1, 4, 3, 1, 1, oar::Bias::no>, oar::BatchNorm2D<4>, oar::ReLU,
+                                  oar::MaxPool2D<2, 2>, oar::Flatten, oar::Linear<784, 10>>;
+    compare_training<emulated_cuda, BNCNN, oar::Adam>(8, 3, 1e-5, 1e-4);
+    oar::Network<BNCNN, Image> host(4);
+    oar::Network<BNCNN, Image, emulated_cuda> dev(4);
+    const auto x = oar_test::random_vector<float>(6 * 784, 21);
+    host.forward(oar::TensorView(x.data(), 6, Image::dims));
+    dev.forward(oar::TensorView(x.data(), 6, Image::dims));
+    CHECK(max_rel_diff(host.parameters().buffers(), dev.parameters().host_buffers()) <= 1e-6);
+    host.eval();
+    dev.eval();
+    const auto yh = host.forward(oar::TensorView(x.data(), 6, Image::dims));
+    const std::vector<float> want(yh.data(), yh.data() + yh.size());
+    const auto yd = dev.to_host(dev.forward(oar::TensorView(x.data(), 6, Image::dims)));
+    CHECK(max_rel_diff(want, yd) <= 1e-5);
+}
+
+TEST_CASE("a network's layer settings survive its conversion to another backend and back") {
+    using Seq = oar::Sequential<oar::Flatten, oar::Linear<784, 16>, oar::LeakyReLU, oar::Dropout, oar::Linear<16, 10>>;
+    const oar::Network<Seq, Image> host{Seq{{}, {}, oar::LeakyReLU{0.25f}, oar::Dropout{0.1f}, {}}, 3};
+    const oar::Network<Seq, Image, emulated_cuda> dev(host);
+    CHECK(dev.layer<2>().negative_slope() == 0.25f);
+    CHECK(dev.layer<3>().p == 0.1f);
+    const oar::Network<Seq, Image> back(dev);
+    CHECK(back.layer<2>().negative_slope() == 0.25f);
+    CHECK(back.layer<3>().p == 0.1f);
 }
 
 TEST_CASE("an MLP with Dropout on the emulated CUDA backend draws the CPU's masks") {

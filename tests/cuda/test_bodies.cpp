@@ -136,7 +136,7 @@ TEST_CASE("the dropout body draws the CPU Dropout's mask bit for bit") {
     ctx.rng = rng;
     ctx.layer_index = 3;
     ctx.step = 17;
-    oar::Dropout<20>{}.forward(ctx, oar::make_dims(n), x.data(), ref.data(), 1);
+    oar::Dropout{0.2f}.forward(ctx, oar::make_dims(n), x.data(), ref.data(), 1);
     std::size_t dropped = 0;
     for (float v : ref) dropped += v == 0.0f;
     CHECK(dropped > 850);  // ~20% of 5000

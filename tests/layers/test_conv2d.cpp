@@ -8,7 +8,9 @@
 
 #include <cmath>    // std::abs
 #include <cstddef>  // std::size_t, std::ptrdiff_t
+#include <span>     // std::span: the bias, or zeros without one
 #include <string>   // std::string
+#include <type_traits>  // std::is_same_v
 #include <vector>   // std::vector
 
 #include <oar/nn/network.hpp>         // Network: runs the layer with its parameters
@@ -25,19 +27,23 @@ using oar_test::fill_random;
 using Course = oar::Conv2D<1, 20, 5, 1, 2>;
 constexpr oar::Dims mnist = oar::make_dims(1, 28, 28);
 
-/// Forward and backward of Conv2D<InC, OutC, K, S, P> on (InC, H, W) through a float Network,
-/// against direct loops: y, dW, db and dx.
-template <std::size_t InC, std::size_t OutC, std::size_t K, std::size_t S, std::size_t P, std::size_t H,
-          std::size_t W>
-void check_against_direct_loops() {
-    INFO("Conv2D<", InC, ",", OutC, ",", K, ",", S, ",", P, "> on (", InC, ",", H, ",", W, ")");
+/// Forward and backward of Conv2D<InC, OutC, K, S, P, HasBias> on (InC, H, W) through a float
+/// Network, against direct loops: y, dW, db (with a bias) and dx.
+template <std::size_t InC, std::size_t OutC, oar::Size2 K, oar::Size2 S, oar::Size2 P, std::size_t H, std::size_t W,
+          oar::Bias HasBias = oar::Bias::yes>
+void check_rect_against_direct_loops() {
+    constexpr bool has_bias = HasBias == oar::Bias::yes;
+    INFO("Conv2D<", InC, ",", OutC, ",", K.h, "x", K.w, ",", S.h, "x", S.w, ",", P.h, "x", P.w, ", bias ", has_bias,
+         "> on (", InC, ",", H, ",", W, ")");
     constexpr std::size_t batch = 2;
-    constexpr std::size_t OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
-    oar::Network<oar::Sequential<oar::Conv2D<InC, OutC, K, S, P>>, oar::Shape<InC, H, W>> net(11);
+    constexpr std::size_t OH = (H + 2 * P.h - K.h) / S.h + 1, OW = (W + 2 * P.w - K.w) / S.w + 1;
+    oar::Network<oar::Sequential<oar::Conv2D<InC, OutC, K, S, P, HasBias>>, oar::Shape<InC, H, W>> net(11);
     auto& ps = net.parameters();
-    fill_random(ps.value(ps.entry("0.bias")), 3);
-    const auto w = ps.value(ps.entry("0.weight"));  // (OutC, InC, K, K)
-    const auto b = ps.value(ps.entry("0.bias"));
+    CHECK(ps.entries().size() == (has_bias ? 2u : 1u));
+    std::vector<float> no_bias(OutC, 0.0f);
+    if constexpr (has_bias) fill_random(ps.value(ps.entry("0.bias")), 3);
+    const auto w = ps.value(ps.entry("0.weight"));  // (OutC, InC, KH, KW)
+    const std::span<const float> b = has_bias ? ps.value(ps.entry("0.bias")) : std::span<const float>(no_bias);
     oar::Tensor x(batch, oar::make_dims(InC, H, W)), dy(batch, oar::make_dims(OutC, OH, OW)),
         dx(batch, oar::make_dims(InC, H, W));
     fill_random(x.span(), 4);
@@ -47,7 +53,7 @@ void check_against_direct_loops() {
     REQUIRE(y.dims() == oar::make_dims(OutC, OH, OW));
     net.backward(dy.view(), dx.view());
     const auto dw = ps.grad(ps.entry("0.weight"));
-    const auto db = ps.grad(ps.entry("0.bias"));
+    const std::span<const float> db = has_bias ? ps.grad(ps.entry("0.bias")) : std::span<const float>(no_bias);
 
     std::vector<double> want_dw(w.size(), 0.0), want_db(OutC, 0.0), want_dx(x.size(), 0.0);
     std::size_t bad_y = 0;
@@ -59,16 +65,16 @@ void check_against_direct_loops() {
                     double acc = b[o];
                     want_db[o] += dy[yi];
                     for (std::size_t c = 0; c < InC; ++c)
-                        for (std::size_t ky = 0; ky < K; ++ky)
-                            for (std::size_t kx = 0; kx < K; ++kx) {
-                                const auto iy = static_cast<std::ptrdiff_t>(oy * S + ky) - static_cast<std::ptrdiff_t>(P);
-                                const auto ix = static_cast<std::ptrdiff_t>(ox * S + kx) - static_cast<std::ptrdiff_t>(P);
+                        for (std::size_t ky = 0; ky < K.h; ++ky)
+                            for (std::size_t kx = 0; kx < K.w; ++kx) {
+                                const auto iy = static_cast<std::ptrdiff_t>(oy * S.h + ky) - static_cast<std::ptrdiff_t>(P.h);
+                                const auto ix = static_cast<std::ptrdiff_t>(ox * S.w + kx) - static_cast<std::ptrdiff_t>(P.w);
                                 if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(H) ||
                                     ix >= static_cast<std::ptrdiff_t>(W))
                                     continue;
                                 const std::size_t xi = ((s * InC + c) * H + static_cast<std::size_t>(iy)) * W +
                                                        static_cast<std::size_t>(ix);
-                                const std::size_t wi = ((o * InC + c) * K + ky) * K + kx;
+                                const std::size_t wi = ((o * InC + c) * K.h + ky) * K.w + kx;
                                 acc += static_cast<double>(w[wi]) * x[xi];
                                 want_dw[wi] += static_cast<double>(dy[yi]) * x[xi];
                                 want_dx[xi] += static_cast<double>(dy[yi]) * w[wi];
@@ -77,12 +83,19 @@ void check_against_direct_loops() {
                 }
     std::size_t bad_dw = 0, bad_db = 0, bad_dx = 0;
     for (std::size_t i = 0; i < w.size(); ++i) bad_dw += std::abs(dw[i] - want_dw[i]) > 1e-4;
-    for (std::size_t o = 0; o < OutC; ++o) bad_db += std::abs(db[o] - want_db[o]) > 1e-4;
+    if constexpr (has_bias)
+        for (std::size_t o = 0; o < OutC; ++o) bad_db += std::abs(db[o] - want_db[o]) > 1e-4;
     for (std::size_t i = 0; i < x.size(); ++i) bad_dx += std::abs(dx[i] - want_dx[i]) > 1e-5;
     CHECK(bad_y == 0);
     CHECK(bad_dw == 0);
     CHECK(bad_db == 0);
     CHECK(bad_dx == 0);
+}
+
+template <std::size_t InC, std::size_t OutC, std::size_t K, std::size_t S, std::size_t P, std::size_t H,
+          std::size_t W>
+void check_against_direct_loops() {
+    check_rect_against_direct_loops<InC, OutC, K, S, P, H, W>();
 }
 
 template <class L, class In>
@@ -139,6 +152,51 @@ TEST_CASE("Conv2D forward and backward match a direct convolution loop") {
     check_against_direct_loops<3, 4, 3, 2, 1, 7, 6>();
     check_against_direct_loops<2, 2, 1, 1, 0, 4, 3>();
     check_against_direct_loops<1, 2, 4, 3, 2, 9, 8>();
+}
+
+// ---- rectangular windows, per-axis strides and padding, no bias
+using Rect = oar::Conv2D<3, 4, oar::Size2{3, 5}, oar::Size2{1, 2}, oar::Size2{1, 2}>;
+using NoBias = oar::Conv2D<2, 3, 3, 1, 1, oar::Bias::no>;
+static_assert(Rect::output_dims(oar::make_dims(3, 7, 9)) == oar::make_dims(4, 7, 5), "(7+2-3)/1+1, (9+4-5)/2+1");
+static_assert(Rect::params(oar::make_dims(3, 7, 9))[0].dims == oar::make_dims(4, 3, 3, 5), "[OutC, InC, KH, KW]");
+static_assert(Rect::params(oar::make_dims(3, 7, 9))[0].fan_in == 45 && Rect::params(oar::make_dims(3, 7, 9))[0].fan_out == 60);
+static_assert(Rect::flops(oar::make_dims(3, 7, 9)) == 4 * 35 * (2 * 45 + 1));
+static_assert(std::is_same_v<oar::Conv2D<1, 2, 3>, oar::Conv2D<1, 2, oar::Size2{3, 3}, oar::Size2{1}, 0>>,
+              "one number is the same size along both axes");
+static_assert(NoBias::num_params == 1 && NoBias::params(oar::make_dims(2, 5, 5)).size() == 1);
+static_assert(NoBias::params(oar::make_dims(2, 5, 5))[0].name == "weight");
+static_assert(NoBias::flops(oar::make_dims(2, 5, 5)) == 3 * 25 * (2 * 18));
+static_assert(oar::Conv2D<1, 4, oar::Size2{5, 2}>::check(oar::make_dims(1, 4, 9)).kind == oar::check_kind::spatial);
+static_assert(oar::Conv2D<1, 4, oar::Size2{2, 5}>::check(oar::make_dims(1, 4, 4)).expected == 5);
+
+TEST_CASE("Conv2D with rectangular windows, per-axis strides and padding, or no bias matches a direct loop") {
+    check_rect_against_direct_loops<3, 4, oar::Size2{3, 5}, oar::Size2{1, 2}, oar::Size2{1, 2}, 7, 9>();
+    check_rect_against_direct_loops<2, 3, oar::Size2{1, 3}, 1, oar::Size2{0, 1}, 5, 6>();  // stride 1, not square
+    check_rect_against_direct_loops<2, 2, 3, oar::Size2{2, 1}, 1, 7, 5>();                 // square kernel, strides differ
+    check_rect_against_direct_loops<2, 3, 3, 1, 1, 6, 5, oar::Bias::no>();                 // implicit-GEMM path
+    check_rect_against_direct_loops<8, 9, 3, 1, 1, 6, 5, oar::Bias::no>();                 // flipped-weight dx
+    check_rect_against_direct_loops<2, 3, oar::Size2{2, 3}, 2, oar::Size2{1, 0}, 6, 7, oar::Bias::no>();
+    check_rect_against_direct_loops<8, 8, 5, 1, 2, 6, 6, oar::Bias::no>();  // Winograd where it applies
+}
+
+TEST_CASE("a Conv2D without bias has no bias in its state dict") {
+    oar::Network<oar::Sequential<NoBias>, oar::Shape<2, 5, 5>> net(1);
+    const auto& ps = net.parameters();
+    REQUIRE(ps.entries().size() == 1);
+    CHECK(ps.entries()[0].key == "0.weight");
+    CHECK_THROWS(ps.entry("0.bias"));
+    CHECK(decltype(net)::info::total_params == 3 * 2 * 9);
+}
+
+TEST_CASE("Conv2D with rectangular windows or no bias: gradients match finite differences") {
+    SUBCASE("3x5 kernel, strides 1x2, padding 1x2") { check_gradients<Rect, oar::Shape<3, 7, 9>>(); }
+    SUBCASE("1x3 kernel, stride 1, padding 0x1") {
+        check_gradients<oar::Conv2D<2, 3, oar::Size2{1, 3}, 1, oar::Size2{0, 1}>, oar::Shape<2, 5, 6>>();
+    }
+    SUBCASE("no bias, stride 1") { check_gradients<NoBias, oar::Shape<2, 5, 5>>(); }
+    SUBCASE("no bias, 2x3 kernel, stride 2") {
+        check_gradients<oar::Conv2D<2, 3, oar::Size2{2, 3}, 2, oar::Size2{1, 0}, oar::Bias::no>, oar::Shape<2, 6, 7>>();
+    }
 }
 
 TEST_CASE("Conv2D gradients match finite differences") {
@@ -198,4 +256,6 @@ TEST_CASE("Conv2D with a fused ReLU gives the bits of Conv2D then ReLU, and matc
     SUBCASE("the course's Conv2D<1,20,5,1,2>") { check_fused_relu<Course, oar::Shape<1, 12, 12>>(3); }
     SUBCASE("Conv2D<20,20,5,1,2>: flipped-weight dx") { check_fused_relu<oar::Conv2D<20, 20, 5, 1, 2>, oar::Shape<20, 7, 7>>(3); }
     SUBCASE("Conv2D<2,4,3,2,1>: im2col") { check_fused_relu<oar::Conv2D<2, 4, 3, 2, 1>, oar::Shape<2, 7, 7>>(3); }
+    SUBCASE("a 3x5 kernel with strides 1x2: im2col") { check_fused_relu<Rect, oar::Shape<3, 7, 9>>(3); }
+    SUBCASE("no bias, stride 1") { check_fused_relu<NoBias, oar::Shape<2, 7, 7>>(3); }
 }

@@ -26,8 +26,7 @@ std::vector<float> inputs() {
     return x;
 }
 
-template <std::size_t P>
-std::vector<float> run_forward(const oar::Dropout<P>& d, oar::Context<oar::cpu>& ctx, const std::vector<float>& x) {
+std::vector<float> run_forward(const oar::Dropout& d, oar::Context<oar::cpu>& ctx, const std::vector<float>& x) {
     std::vector<float> y(n, -1.0f);
     d.forward(ctx, dims, x.data(), y.data(), 2);
     return y;
@@ -55,7 +54,7 @@ void check_drop_fraction(std::size_t zeros, double p) {
 
 template <std::size_t P>
 void check_train_statistics(std::uint64_t seed) {
-    const oar::Dropout<P> d;
+    const oar::Dropout d{static_cast<float>(P) / 100.0f};
     oar::Context<oar::cpu> ctx;
     ctx.rng.seed = seed;
     ctx.step = 3;
@@ -63,7 +62,7 @@ void check_train_statistics(std::uint64_t seed) {
     const auto x = inputs();
     const auto y = run_forward(d, ctx, x);
     const double p = static_cast<double>(P) / 100.0;
-    INFO("Dropout<", P, "> seed ", seed);
+    INFO("Dropout p=", P, "% seed ", seed);
     check_drop_fraction(count_zeros(y), p);
     std::size_t bad_scale = 0;
     for (std::size_t i = 0; i < n; ++i)
@@ -82,17 +81,23 @@ void check_train_statistics(std::uint64_t seed) {
 
 }  // namespace
 
-static_assert(oar::Layer<oar::Dropout<50>> && !oar::ParametricLayer<oar::Dropout<50>>);
-static_assert(oar::Dropout<>::name == "Dropout");
-static_assert(oar::Dropout<30>::output_dims(oar::make_dims(4, 5)) == oar::make_dims(4, 5));
-static_assert(oar::Dropout<30>::flops(oar::make_dims(4, 5)) == 20);
-static_assert(oar::Dropout<30>::workspace(oar::make_dims(4, 5)) == 0);
-static_assert(oar::Dropout<30>::check(oar::make_dims(1, 28, 28)).ok());
+static_assert(oar::Layer<oar::Dropout> && !oar::ParametricLayer<oar::Dropout>);
+static_assert(oar::Layer<oar::DropoutPercent<30>> && !oar::ParametricLayer<oar::DropoutPercent<30>>);
+static_assert(oar::Dropout::name == "Dropout" && oar::DropoutPercent<30>::name == "Dropout");
+static_assert(oar::Dropout::output_dims(oar::make_dims(4, 5)) == oar::make_dims(4, 5));
+static_assert(oar::Dropout::flops(oar::make_dims(4, 5)) == 20);
+static_assert(oar::Dropout::workspace(oar::make_dims(4, 5)) == 0);
+static_assert(oar::Dropout::check(oar::make_dims(1, 28, 28)).ok());
 
-TEST_CASE("Dropout's default drop probability is Percent / 100") {
-    CHECK(oar::Dropout<>{}.p == 0.5f);
-    CHECK(oar::Dropout<30>{}.p == 0.3f);
-    CHECK(oar::Dropout<0>{}.p == 0.0f);
+TEST_CASE("Dropout's drop probability is Paddle's 0.5 by default, or the value it is built with") {
+    CHECK(oar::Dropout{}.p == 0.5f);
+    CHECK(oar::Dropout{0.2f}.p == 0.2f);
+    CHECK(oar::Dropout{0.2}.p == 0.2f);  // a double literal converts without narrowing
+    const oar::Dropout braced = {0.3f};   // as an element of a Sequential's braced list
+    CHECK(braced.p == 0.3f);
+    CHECK(oar::DropoutPercent<30>{}.p == 0.3f);
+    CHECK(oar::DropoutPercent<0>{}.p == 0.0f);
+    CHECK(oar::DropoutPercent<30>{0.6f}.p == 0.6f);
 }
 
 TEST_CASE("Dropout in training zeroes about p of the elements and scales the kept ones by 1/(1-p)") {
@@ -106,16 +111,16 @@ TEST_CASE("Dropout in evaluation mode, or with p = 0, is the identity") {
     const auto x = inputs();
     oar::Context<oar::cpu> ctx;
     ctx.mode = oar::Mode::eval;
-    CHECK(run_forward(oar::Dropout<50>{}, ctx, x) == x);
+    CHECK(run_forward(oar::Dropout{}, ctx, x) == x);
     ctx.mode = oar::Mode::train;
-    CHECK(run_forward(oar::Dropout<0>{}, ctx, x) == x);
-    oar::Dropout<50> d;
+    CHECK(run_forward(oar::Dropout{0.0f}, ctx, x) == x);
+    oar::Dropout d;
     d.p = 0.0f;
     CHECK(run_forward(d, ctx, x) == x);
 }
 
 TEST_CASE("Dropout draws the same mask for the same seed, layer and step, and another one otherwise") {
-    const oar::Dropout<50> d;
+    const oar::Dropout d;
     const auto x = inputs();
     oar::Context<oar::cpu> ctx;
     ctx.rng.seed = 42;
@@ -141,7 +146,7 @@ TEST_CASE("Dropout draws the same mask for the same seed, layer and step, and an
 }
 
 TEST_CASE("Dropout backward applies forward's mask and scale to the gradient") {
-    oar::Dropout<40> d;
+    oar::Dropout d{0.4f};
     const auto x = inputs();
     oar::Context<oar::cpu> ctx;
     ctx.rng.seed = 5;
@@ -161,7 +166,7 @@ TEST_CASE("Dropout backward applies forward's mask and scale to the gradient") {
 }
 
 TEST_CASE("in a Network, each training forward draws a new mask and backward uses the last forward's") {
-    oar::Network<oar::Sequential<oar::Dropout<50>>, oar::Shape<10000>> net(9);
+    oar::Network<oar::Sequential<oar::Dropout>, oar::Shape<10000>> net(9);
     const auto xv = inputs();
     oar::Tensor x(2, dims), dy(2, dims), dx(2, dims);
     for (std::size_t i = 0; i < n; ++i) {
@@ -187,7 +192,7 @@ TEST_CASE("in a Network, each training forward draws a new mask and backward use
 TEST_CASE("Dropout with p set outside [0, 1) at run time throws value_error") {
     const auto x = inputs();
     oar::Context<oar::cpu> ctx;
-    oar::Dropout<50> d;
+    oar::Dropout d;
     d.p = 1.0f;
     CHECK_THROWS_AS(run_forward(d, ctx, x), oar::value_error);
     d.p = -0.1f;
@@ -197,12 +202,12 @@ TEST_CASE("Dropout with p set outside [0, 1) at run time throws value_error") {
 TEST_CASE("Dropout gradients match finite differences in training and in evaluation") {
     oar::testing::GradcheckOptions o;
     o.train = true;
-    const auto train = oar::testing::gradcheck_layer<oar::Dropout<50>, oar::Shape<4, 5>>(o);
+    const auto train = oar::testing::gradcheck_layer<oar::Dropout, oar::Shape<4, 5>>(o);
     INFO(train.message);
     CHECK(train.ok);
     CHECK(train.checked == 2 * 20);
     o.train = false;
-    const auto eval = oar::testing::gradcheck_layer<oar::Dropout<30>, oar::Shape<4, 5>>(o);
+    const auto eval = oar::testing::gradcheck_layer<oar::DropoutPercent<30>, oar::Shape<4, 5>>(o);
     INFO(eval.message);
     CHECK(eval.ok);
     CHECK(eval.checked == 2 * 20);

@@ -15,7 +15,7 @@ using Bound = typename Seq::template bind<course::Image>;
 static_assert(std::is_same_v<course::Image, Shape<1, 28, 28>>);
 static_assert(std::is_same_v<course::CNN, Sequential<Conv2D<1, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>, Conv2D<20, 20, 5, 1, 2>,
                                                      ReLU, MaxPool2D<2, 2>, Flatten, Linear<980, 10>>>);
-static_assert(std::is_same_v<course::MLP, Sequential<Flatten, Linear<784, 512>, ReLU, Dropout<20>, Linear<512, 10>>>);
+static_assert(std::is_same_v<course::MLP, Sequential<Flatten, Linear<784, 512>, ReLU, DropoutPercent<20>, Linear<512, 10>>>);
 static_assert(std::is_same_v<course::SigmoidMLP,
                              Sequential<Flatten, Linear<784, 10>, Sigmoid, Linear<10, 10>, Sigmoid, Linear<10, 1>>>);
 static_assert(std::is_same_v<course::LinearRegression, Sequential<Flatten, Linear<784, 1>>>);

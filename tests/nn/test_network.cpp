@@ -22,6 +22,8 @@
 #include <cstdlib>  // std::malloc, std::free, std::aligned_alloc
 #include <new>      // std::align_val_t, std::bad_alloc
 #include <string>
+#include <tuple>        // std::get on a Sequential value's layers
+#include <type_traits>  // std::is_same_v
 #include <vector>
 
 // Every operator new of this test program is counted while counting is on (the allocation test).
@@ -137,7 +139,7 @@ TEST_CASE("a whole network's backward matches finite differences in double preci
     INFO(r.message);
     CHECK(r.ok);
     CHECK(r.checked > 300);
-    using WithDropout = Sequential<Flatten, Linear<12, 6>, ReLU, Dropout<30>, Linear<6, 3>, Sigmoid>;
+    using WithDropout = Sequential<Flatten, Linear<12, 6>, ReLU, DropoutPercent<30>, Linear<6, 3>, Sigmoid>;
     const auto d = testing::gradcheck_network<Network<WithDropout, Shape<3, 2, 2>, cpu64>>({.batch = 4});
     INFO(d.message);
     CHECK(d.ok);
@@ -174,7 +176,7 @@ TEST_CASE("backward can also return the input gradient") {
 }
 
 TEST_CASE("dropout is active in train mode only, and the mask depends on the step") {
-    using D = Sequential<Flatten, Dropout<50>>;
+    using D = Sequential<Flatten, Dropout>;
     Network<D, Shape<100>> net(5);
     Tensor x(1, make_dims(100));
     for (std::size_t i = 0; i < 100; ++i) x[i] = 1.0f;
@@ -216,6 +218,61 @@ TEST_CASE("a copied network is independent of the original") {
     Network<Small, Shape<2, 8, 8>> c = std::move(b);
     auto yc = c.forward(x);
     for (std::size_t i = 0; i < yc.size(); ++i) CHECK(yc[i] == ya[i]);
+}
+
+TEST_CASE("a Network built from a Sequential value keeps its layers' settings through copies and moves") {
+    using Seq = Sequential<Flatten, Linear<12, 6>, LeakyReLU, Dropout, Linear<6, 3>>;
+    static_assert(std::is_same_v<decltype(Sequential{Flatten{}, Linear<12, 6>{}, LeakyReLU{0.3f}, Dropout{0.2f},
+                                                     Linear<6, 3>{}}),
+                                 Seq>);  // deduced from the layer values
+    const Seq seq{{}, {}, LeakyReLU{0.3f}, {0.2f}, {}};
+    Network<Seq, Shape<3, 2, 2>> net{seq, 7};
+    CHECK(net.layer<2>().negative_slope() == 0.3f);
+    CHECK(net.layer<3>().p == 0.2f);
+    const Network<Seq, Shape<3, 2, 2>> by_seed(7);  // the same initialisation from the same seed
+    CHECK(std::vector<float>(net.parameters().values().begin(), net.parameters().values().end()) ==
+          std::vector<float>(by_seed.parameters().values().begin(), by_seed.parameters().values().end()));
+    CHECK(by_seed.layer<3>().p == 0.5f);  // Paddle's defaults without a Sequential value
+    CHECK(by_seed.layer<2>().negative_slope() == 0.01f);
+
+    auto copy = net;
+    CHECK(copy.layer<2>().negative_slope() == 0.3f);
+    CHECK(copy.layer<3>().p == 0.2f);
+    auto moved = std::move(copy);
+    CHECK(moved.layer<3>().p == 0.2f);
+    const Seq back = moved.layers();
+    CHECK(std::get<2>(back.layers).negative_slope() == 0.3f);
+    CHECK(std::get<3>(back.layers).p == 0.2f);
+}
+
+TEST_CASE("the settings of a Sequential value decide what its Network computes") {
+    // LeakyReLU{0.3f} scales negative inputs by 0.3, not by the default 0.01.
+    using Leaky = Sequential<LeakyReLU>;
+    Network<Leaky, Shape<4>> leaky{Leaky{LeakyReLU{0.3f}}};
+    Tensor x(1, make_dims(4));
+    x[0] = -2.0f, x[1] = -1.0f, x[2] = 0.5f, x[3] = 3.0f;
+    const auto y = leaky.forward(x);
+    CHECK(y[0] == doctest::Approx(-0.6f));
+    CHECK(y[1] == doctest::Approx(-0.3f));
+    CHECK(y[2] == 0.5f);
+    CHECK(y[3] == 3.0f);
+
+    // Dropout{0.2f} drops about a fifth of 10000 ones (5 standard deviations: 40), plain Dropout a half.
+    using Drop = Sequential<Flatten, Dropout>;
+    Network<Drop, Shape<10000>> fifth{Drop{{}, Dropout{0.2f}}, 3};
+    Network<Drop, Shape<10000>> half(3);
+    Tensor ones(1, make_dims(10000));
+    for (std::size_t i = 0; i < 10000; ++i) ones[i] = 1.0f;
+    auto zeros = [&](auto& net) {
+        const auto out = net.forward(ones);
+        std::size_t z = 0;
+        for (std::size_t i = 0; i < out.size(); ++i) z += out[i] == 0.0f;
+        return static_cast<double>(z);
+    };
+    CHECK(std::abs(zeros(fifth) - 2000.0) <= 200.0);
+    CHECK(std::abs(zeros(half) - 5000.0) <= 250.0);
+    fifth.eval();  // evaluation stays the layer's: no drops
+    CHECK(zeros(fifth) == 0.0);
 }
 
 TEST_CASE("batches may change size between steps") {

@@ -12,7 +12,7 @@
 
 namespace oar_test {
 
-using ToySeq = oar::Sequential<oar::Flatten, oar::Linear<36, 16>, oar::ReLU, oar::Dropout<20>, oar::Linear<16, 4>>;
+using ToySeq = oar::Sequential<oar::Flatten, oar::Linear<36, 16>, oar::ReLU, oar::DropoutPercent<20>, oar::Linear<16, 4>>;
 using ToyNet = oar::Network<ToySeq, oar::Shape<1, 6, 6>>;
 
 /// n samples; `offset` shifts the pattern so a second call gives different (validation) samples.

@@ -127,16 +127,18 @@ std::vector<std::int64_t> torch_sizes(std::size_t batch, const oar::Dims& d) {
 template <class L, class InShape>
 using Single = oar::Network<oar::Sequential<L>, InShape>;
 
-/// Conv2D<InC, OutC, K, S, P> on [N, InC, H, W]: output, input grad, weight grad, bias grad.
-template <std::size_t InC, std::size_t OutC, std::size_t K, std::size_t S, std::size_t P, std::size_t H,
-          std::size_t W>
+/// Conv2D<InC, OutC, K, S, P, HasBias> on [N, InC, H, W]: output, input grad, weight grad, bias grad
+/// (torch's bias=None without one); K, S and P per axis.
+template <std::size_t InC, std::size_t OutC, oar::Size2 K, oar::Size2 S, oar::Size2 P, std::size_t H, std::size_t W,
+          oar::Bias HasBias = oar::Bias::yes>
 void check_conv2d(std::size_t n, std::uint64_t stream) {
-    Single<oar::Conv2D<InC, OutC, K, S, P>, oar::Shape<InC, H, W>> net;
+    constexpr bool has_bias = HasBias == oar::Bias::yes;
+    Single<oar::Conv2D<InC, OutC, K, S, P, HasBias>, oar::Shape<InC, H, W>> net;
     auto& ps = net.parameters();
+    REQUIRE(ps.entries().size() == (has_bias ? 2u : 1u));
     const auto& we = ps.entry("0.weight");
-    const auto& be = ps.entry("0.bias");
     fill_uniform(ps.value(we), stream + 0, -0.3f, 0.3f);
-    fill_uniform(ps.value(be), stream + 1, -0.5f, 0.5f);  // a non-zero bias, so forward uses it
+    if constexpr (has_bias) fill_uniform(ps.value(ps.entry("0.bias")), stream + 1, -0.5f, 0.5f);  // used by forward
 
     oar::Tensor x(n, oar::Shape<InC, H, W>::dims);
     fill_uniform(x.span(), stream + 2, -1.0f, 1.0f);
@@ -147,17 +149,24 @@ void check_conv2d(std::size_t n, std::uint64_t stream) {
     net.clear_grad();
     net.backward(dy, dx);
 
-    auto tw = to_torch(ps.value(we), {OutC, InC, K, K}, true);
-    auto tb = to_torch(ps.value(be), {OutC}, true);
+    auto tw = to_torch(ps.value(we), {OutC, InC, K.h, K.w}, true);
     auto tx = to_torch(x.span(), torch_sizes(n, x.dims()), true);
-    auto ty = F::conv2d(tx, tw, F::Conv2dFuncOptions().bias(tb).stride(S).padding(P));
+    auto opts = F::Conv2dFuncOptions()
+                    .stride({static_cast<std::int64_t>(S.h), static_cast<std::int64_t>(S.w)})
+                    .padding({static_cast<std::int64_t>(P.h), static_cast<std::int64_t>(P.w)});
+    torch::Tensor tb;
+    if constexpr (has_bias) {
+        tb = to_torch(ps.value(ps.entry("0.bias")), {OutC}, true);
+        opts = opts.bias(tb);
+    }
+    auto ty = F::conv2d(tx, tw, opts);
     ty.backward(to_torch(dy.span(), torch_sizes(n, y.dims())));
 
     REQUIRE(ty.sizes().vec() == torch_sizes(n, y.dims()));
     expect_close("output", y.span(), ty);
     expect_close("input grad", dx.span(), tx.grad());
     expect_close("weight grad", ps.grad(we), tw.grad());
-    expect_close("bias grad", ps.grad(be), tb.grad());
+    if constexpr (has_bias) expect_close("bias grad", ps.grad(ps.entry("0.bias")), tb.grad());
 }
 
 /// A parameter-free layer on [N, C, H, W] (pooling, activations): output and input grad against a
@@ -192,6 +201,19 @@ TEST_CASE("Conv2D<1,20,5,1,2> forward and backward agree with libtorch") {
 TEST_CASE("Conv2D<20,20,5,1,2> forward and backward agree with libtorch") {
     std::printf("Conv2D<20,20,5,1,2> on [8,20,14,14]\n");
     check_conv2d<20, 20, 5, 1, 2, 14, 14>(8, 110);
+}
+
+TEST_CASE("Conv2D with rectangular kernels, per-axis strides and padding, and without bias agrees with libtorch") {
+    std::printf("Conv2D kernel 3x5, stride 1x2, padding 1x2 on [4,3,11,13]\n");
+    check_conv2d<3, 6, oar::Size2{3, 5}, oar::Size2{1, 2}, oar::Size2{1, 2}, 11, 13>(4, 150);
+    std::printf("Conv2D kernel 1x7, stride 1, padding 0x3, no bias on [4,8,9,12]\n");
+    check_conv2d<8, 8, oar::Size2{1, 7}, 1, oar::Size2{0, 3}, 9, 12, oar::Bias::no>(4, 160);
+    std::printf("Conv2D 3x3, stride 1, padding 1, no bias (implicit GEMM, flipped dx) on [4,16,10,10]\n");
+    check_conv2d<16, 16, 3, 1, 1, 10, 10, oar::Bias::no>(4, 170);
+    std::printf("Conv2D 5x5, stride 1, padding 2, no bias (Winograd) on [8,20,14,14]\n");
+    check_conv2d<20, 20, 5, 1, 2, 14, 14, oar::Bias::no>(8, 180);
+    std::printf("Conv2D 1x1, stride 2, no bias (a projection shortcut) on [4,8,8,8]\n");
+    check_conv2d<8, 16, 1, 2, 0, 8, 8, oar::Bias::no>(4, 190);
 }
 
 TEST_CASE("Conv2D<3,4,3,2,0> with stride 2 and no padding agrees with libtorch") {

@@ -459,7 +459,7 @@ TEST_CASE("a child process killed with SIGKILL while saving large checkpoints al
 
 namespace {
 
-using ToyModel = oar::Sequential<oar::Flatten, oar::Linear<64, 32>, oar::ReLU, oar::Dropout<20>, oar::Linear<32, 4>>;
+using ToyModel = oar::Sequential<oar::Flatten, oar::Linear<64, 32>, oar::ReLU, oar::DropoutPercent<20>, oar::Linear<32, 4>>;
 using ToyNet = oar::Network<ToyModel, oar::Shape<1, 8, 8>>;
 
 /// 96 learnable samples: class c lights row 2c and 2c + 1 of an 8x8 image over deterministic noise.

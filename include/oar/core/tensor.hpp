@@ -86,4 +86,17 @@ private:
 
 using Tensor = basic_tensor<float>;
 
+/// tensor_source<X, T>: lets an array type from another library (interop/xtensor.hpp: xtensor
+/// containers and expressions) be passed where a network takes a view of T: `with_view(x, f)`
+/// calls f with a basic_tensor_view<const T> of x's values, a view of x itself or of an evaluated
+/// copy that lives for the call, and returns f's result. Not defined for any type here.
+template <class X, class T>
+struct tensor_source;
+
+/// X can stand in for a basic_tensor_view<const T> (through its tensor_source specialization).
+template <class X, class T>
+concept TensorSource = requires(const X& x) {
+    tensor_source<X, T>::with_view(x, [](basic_tensor_view<const T>) { return 0; });
+};
+
 }  // namespace oar

@@ -1,10 +1,11 @@
 // Scalar kernel bodies that every backend runs: one row of softmax and of its backward, one row of
-// the fused softmax + cross-entropy, and the argmax of one pooling window. Written once, as
+// the fused softmax + cross-entropy, the argmax of one pooling window, adaptive pooling, and one
+// channel of BatchNorm's forward and backward. Written once, as
 // OAR_HOST_DEVICE functions: the CPU kernels loop over rows with them, the CUDA kernels run one
 // row per thread (docs/ARCHITECTURE.md). Plain C++: g++ and nvcc compile it.
 #pragma once
 
-#include <cmath>    // std::exp, std::log
+#include <cmath>    // std::exp, std::log, std::sqrt
 #include <cstddef>  // std::size_t
 
 #include "../config.hpp"  // OAR_HOST_DEVICE
@@ -119,6 +120,102 @@ template <class T>
 OAR_HOST_DEVICE T adaptive_input_grad(const AdaptiveGeometry& g, const T* dy, std::size_t i) {
     const std::size_t hw = g.height * g.width, plane = i / hw;
     return adaptive_pixel_grad(g, dy + plane * g.out_height * g.out_width, (i % hw) / g.width, i % g.width);
+}
+
+/// Mean and biased variance (in double, in a fixed order) of channel c of x (n, channels, inner).
+template <class T>
+OAR_HOST_DEVICE void batch_norm_stats(const T* x, std::size_t n, std::size_t channels, std::size_t inner,
+                                      std::size_t c, double& mean, double& var) {
+    double s = 0.0;
+    for (std::size_t b = 0; b < n; ++b) {
+        const T* p = x + (b * channels + c) * inner;
+        for (std::size_t i = 0; i < inner; ++i) s += p[i];
+    }
+    const double m = static_cast<double>(n * inner);
+    mean = s / m;
+    double q = 0.0;
+    for (std::size_t b = 0; b < n; ++b) {
+        const T* p = x + (b * channels + c) * inner;
+        for (std::size_t i = 0; i < inner; ++i) {
+            const double d = static_cast<double>(p[i]) - mean;
+            q += d * d;
+        }
+    }
+    var = q / m;
+}
+
+/// BatchNorm's forward of channel c of x (n, channels, inner) into y: (x - mean) / sqrt(var + eps)
+/// * gamma + beta, with the batch's statistics in training (then running = momentum * running +
+/// (1 - momentum) * batch, the variance unbiased) and the running ones in evaluation.
+template <class T>
+OAR_HOST_DEVICE void batch_norm_forward_channel(std::size_t n, std::size_t channels, std::size_t inner, std::size_t c,
+                                                const T* x, const T* gamma, const T* beta, T* running_mean,
+                                                T* running_var, bool train, float momentum, float eps, T* y) {
+    const double m = static_cast<double>(n * inner);
+    double mean = 0.0, var = 0.0;
+    if (train) {
+        batch_norm_stats(x, n, channels, inner, c, mean, var);
+        const double mu = static_cast<double>(momentum);
+        running_mean[c] = static_cast<T>(mu * static_cast<double>(running_mean[c]) + (1.0 - mu) * mean);
+        const double unbiased = m > 1.0 ? var * m / (m - 1.0) : var;
+        running_var[c] = static_cast<T>(mu * static_cast<double>(running_var[c]) + (1.0 - mu) * unbiased);
+    } else {
+        mean = static_cast<double>(running_mean[c]);
+        var = static_cast<double>(running_var[c]);
+    }
+    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    const T scale = static_cast<T>(static_cast<double>(gamma[c]) * invstd);
+    const T shift = static_cast<T>(static_cast<double>(beta[c]) - mean * static_cast<double>(gamma[c]) * invstd);
+    for (std::size_t b = 0; b < n; ++b) {
+        const T* p = x + (b * channels + c) * inner;
+        T* q = y + (b * channels + c) * inner;
+        for (std::size_t i = 0; i < inner; ++i) q[i] = p[i] * scale + shift;
+    }
+}
+
+/// BatchNorm's backward of channel c: dgamma[c] += sum(dy * xhat), dbeta[c] += sum(dy); dx (may be
+/// null) overwritten: in training gamma / std * (dy - mean(dy) - xhat mean(dy * xhat)) through the
+/// batch statistics, in evaluation dy * gamma / std of the running variance.
+template <class T>
+OAR_HOST_DEVICE void batch_norm_backward_channel(std::size_t n, std::size_t channels, std::size_t inner,
+                                                 std::size_t c, const T* x, const T* gamma, const T* running_mean,
+                                                 const T* running_var, bool train, float eps, const T* dy, T* dgamma,
+                                                 T* dbeta, T* dx) {
+    const double m = static_cast<double>(n * inner);
+    double mean = 0.0, var = 0.0;
+    if (train) {
+        batch_norm_stats(x, n, channels, inner, c, mean, var);
+    } else {
+        mean = static_cast<double>(running_mean[c]);
+        var = static_cast<double>(running_var[c]);
+    }
+    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    double sdy = 0.0, sdyx = 0.0;
+    for (std::size_t b = 0; b < n; ++b) {
+        const T* p = x + (b * channels + c) * inner;
+        const T* g = dy + (b * channels + c) * inner;
+        for (std::size_t i = 0; i < inner; ++i) {
+            sdy += g[i];
+            sdyx += static_cast<double>(g[i]) * (static_cast<double>(p[i]) - mean) * invstd;
+        }
+    }
+    dgamma[c] += static_cast<T>(sdyx);
+    dbeta[c] += static_cast<T>(sdy);
+    if (!dx) return;
+    const double k = static_cast<double>(gamma[c]) * invstd;
+    for (std::size_t b = 0; b < n; ++b) {
+        const T* p = x + (b * channels + c) * inner;
+        const T* g = dy + (b * channels + c) * inner;
+        T* d = dx + (b * channels + c) * inner;
+        for (std::size_t i = 0; i < inner; ++i) {
+            if (train) {
+                const double xhat = (static_cast<double>(p[i]) - mean) * invstd;
+                d[i] = static_cast<T>(k * (static_cast<double>(g[i]) - sdy / m - xhat * sdyx / m));
+            } else {
+                d[i] = static_cast<T>(k * static_cast<double>(g[i]));
+            }
+        }
+    }
 }
 
 }  // namespace oar::rows

@@ -1,10 +1,12 @@
-// Conv2D<InC, OutC, K, Stride, Pad>: square-kernel 2-D convolution over (C,H,W), as paddle.nn.Conv2D,
-// weight [OutC, InC, K, K] (Paddle's and PyTorch's layout), Normal(0, sqrt(2/(InC*K*K))) init.
-// Computed by the backend's whole-batch conv2d kernels (on the CPU, samples in parallel: stride 1 as
-// an implicit GEMM on zero-padded copies, other strides by im2col/im2row + GEMM); backward recomputes
-// from x instead of storing columns. forward_relu / backward_relu (CPU) are the convolution with
-// the ReLU after it fused into the epilogue; Network calls them where the layer sequence has
-// Conv2D, ReLU (nn/network.hpp).
+// Conv2D<InC, OutC, K, Stride, Pad, Bias>: 2-D convolution over (C,H,W), as paddle.nn.Conv2D. K,
+// Stride and Pad are one number for both axes or Size2{height, width} each (paddle's kernel_size=(3, 5)),
+// and Bias::no is bias_attr=False (no bias tensor, no "bias" key in the state dict). Weight
+// [OutC, InC, KH, KW] (Paddle's and PyTorch's layout), Normal(0, sqrt(2/(InC*KH*KW))) init.
+// Computed by the backend's whole-batch conv2d kernels (on the CPU, samples in parallel: square
+// windows of stride 1 as an implicit GEMM on zero-padded copies, everything else by im2col/im2row +
+// GEMM); backward recomputes from x instead of storing columns. forward_relu / backward_relu (CPU)
+// are the convolution with the ReLU after it fused into the epilogue; Network calls them where the
+// layer sequence has Conv2D, ReLU (nn/network.hpp).
 #pragma once
 
 #include <array>        // std::array
@@ -17,23 +19,37 @@
 
 namespace oar {
 
-template <std::size_t InC, std::size_t OutC, std::size_t K, std::size_t Stride = 1, std::size_t Pad = 0>
+/// A size per axis of a 2-D window, (height, width); one number means both: `Size2{3, 5}`, `3`.
+struct Size2 {
+    std::size_t h = 0, w = 0;
+    constexpr Size2(std::size_t both) : h(both), w(both) {}  // NOLINT(google-explicit-constructor)
+    constexpr Size2(std::size_t height, std::size_t width) : h(height), w(width) {}
+    friend constexpr bool operator==(Size2, Size2) = default;
+};
+
+/// Whether a layer has a bias: Bias::no is Paddle's bias_attr=False, PyTorch's bias=False.
+enum class Bias : bool { no = false, yes = true };
+
+template <std::size_t InC, std::size_t OutC, Size2 K, Size2 Stride = 1, Size2 Pad = 0, Bias HasBias = Bias::yes>
 struct Conv2D {
-    static_assert(InC > 0 && OutC > 0 && K > 0 && Stride > 0,
+    static_assert(InC > 0 && OutC > 0 && K.h > 0 && K.w > 0 && Stride.h > 0 && Stride.w > 0,
                   "oar: Conv2D<InC, OutC, K, Stride, Pad> needs positive channels, kernel size and stride");
-    static_assert(Pad < K, "oar: Conv2D padding must be smaller than the kernel size");
+    static_assert(Pad.h < K.h && Pad.w < K.w, "oar: Conv2D padding must be smaller than the kernel size");
 
     static constexpr std::string_view name = "Conv2D";
-    static constexpr std::size_t num_params = 2;
-    static constexpr std::size_t ckk = InC * K * K;
+    static constexpr bool has_bias = HasBias == Bias::yes;
+    static constexpr std::size_t num_params = has_bias ? 2 : 1;
+    static constexpr std::size_t ckk = InC * K.h * K.w;
 
-    static constexpr ConvGeometry geometry(Dims in) { return {InC, in.d[1], in.d[2], K, Stride, Pad}; }
+    static constexpr ConvGeometry geometry(Dims in) {
+        return {InC, in.d[1], in.d[2], K.h, Stride.h, Pad.h, K.w, Stride.w, Pad.w};
+    }
 
     static constexpr LayerCheck check(Dims in) {
         if (in.rank != 3) return {check_kind::rank, 3, in.rank};
         if (in.d[0] != InC) return {check_kind::channels, InC, in.d[0]};
-        if (in.d[1] + 2 * Pad < K) return {check_kind::spatial, K, in.d[1] + 2 * Pad};
-        if (in.d[2] + 2 * Pad < K) return {check_kind::spatial, K, in.d[2] + 2 * Pad};
+        if (in.d[1] + 2 * Pad.h < K.h) return {check_kind::spatial, K.h, in.d[1] + 2 * Pad.h};
+        if (in.d[2] + 2 * Pad.w < K.w) return {check_kind::spatial, K.w, in.d[2] + 2 * Pad.w};
         return {};
     }
     static constexpr Dims output_dims(Dims in) {
@@ -42,31 +58,33 @@ struct Conv2D {
     }
     static constexpr std::size_t flops(Dims in) {
         const auto g = geometry(in);
-        return OutC * g.col_cols() * (2 * ckk + 1);
+        return OutC * g.col_cols() * (2 * ckk + (has_bias ? 1 : 0));
     }
     static constexpr std::size_t workspace(Dims in) { return 2 * geometry(in).col_rows() * geometry(in).col_cols(); }
-    static constexpr std::array<ParamSpec, 2> params(Dims) {
-        return {ParamSpec{"weight", make_dims(OutC, InC, K, K), init_kind::kaiming_normal, ckk, OutC * K * K},
-                ParamSpec{"bias", make_dims(OutC), init_kind::zeros, ckk, OutC * K * K}};
+    static constexpr std::array<ParamSpec, num_params> params(Dims) {
+        const ParamSpec weight{"weight", make_dims(OutC, InC, K.h, K.w), init_kind::kaiming_normal, ckk,
+                               OutC * K.h * K.w};
+        if constexpr (has_bias)
+            return {weight, ParamSpec{"bias", make_dims(OutC), init_kind::zeros, ckk, OutC * K.h * K.w}};
+        else
+            return {weight};
     }
-    static constexpr std::size_t bias_offset = param_offset(params(make_dims(InC, K, K)), 1);
+    static constexpr std::size_t bias_offset = has_bias ? param_offset(params(make_dims(InC, K.h, K.w)), 1) : 0;
 
     template <Backend B, class T = typename B::value_type>
     void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
-        kernel<op::conv2d_forward, B>::run(geometry(in), OutC, n, x, ctx.params, ctx.params + bias_offset, y);
+        kernel<op::conv2d_forward, B>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y);
     }
 
     template <Backend B, class T = typename B::value_type>
     void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
-        kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads,
-                                            ctx.grads + bias_offset, dx);
+        kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads, bias(ctx.grads), dx);
     }
 
     /// y = ReLU(forward(x)): the bits of forward followed by the ReLU layer.
     template <class T>
     void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
-        kernel<op::conv2d_forward_relu, basic_cpu<T>>::run(geometry(in), OutC, n, x, ctx.params,
-                                                           ctx.params + bias_offset, y);
+        kernel<op::conv2d_forward_relu, basic_cpu<T>>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y);
     }
     /// The backward of this layer and the ReLU after it: y is the ReLU's output, dy the gradient of
     /// y, overwritten with the gradient of this layer's output; as backward from there.
@@ -74,7 +92,15 @@ struct Conv2D {
     void backward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, const T* y, T* dy, T* dx,
                        std::size_t n) const {
         kernel<op::conv2d_backward_relu, basic_cpu<T>>::run(geometry(in), OutC, n, x, ctx.params, y, dy, ctx.grads,
-                                                            ctx.grads + bias_offset, dx);
+                                                            bias(ctx.grads), dx);
+    }
+
+private:
+    /// The bias (or its gradient) in the layer's block, or null without one: kernels skip it.
+    template <class T>
+    static T* bias(T* block) {
+        if constexpr (has_bias) return block + bias_offset;
+        else return nullptr;
     }
 };
 

@@ -1,5 +1,7 @@
-// Dropout<Percent>: paddle.nn.Dropout(p = Percent / 100) in its default "upscale_in_train" mode:
-// training keeps an element with probability 1-p and scales it by 1/(1-p); evaluation is identity.
+// Dropout: paddle.nn.Dropout(p=0.5) in its default "upscale_in_train" mode: training keeps an
+// element with probability 1-p and scales it by 1/(1-p); evaluation is identity. The probability is
+// a run-time setting (`Dropout{0.2f}`, plain `Dropout` is p = 0.5); DropoutPercent<20> is the same
+// layer with p = 0.2 as its default, for a Sequential type that must carry the setting by itself.
 // The mask is a pure function of (seed, layer index, forward count, element), so backward
 // recomputes it instead of storing it, and a resumed run draws the same masks.
 #pragma once
@@ -16,18 +18,20 @@
 
 namespace oar {
 
-template <std::size_t Percent = 50>
 struct Dropout {
-    static_assert(Percent < 100, "oar: Dropout<Percent> needs Percent < 100 (100 would drop everything)");
-
     static constexpr std::string_view name = "Dropout";
     static constexpr LayerCheck check(Dims) { return {}; }
     static constexpr Dims output_dims(Dims in) { return in; }
     static constexpr std::size_t flops(Dims in) { return in.size(); }
     static constexpr std::size_t workspace(Dims) { return 0; }
 
-    /// The drop probability; may be changed at run time (0 <= p < 1).
-    float p = static_cast<float>(Percent) / 100.0f;
+    /// The drop probability, 0 <= p < 1 (checked when the layer runs); may be changed at run time.
+    float p = 0.5f;
+
+    constexpr Dropout() = default;
+    /// `Dropout{0.2f}`: paddle.nn.Dropout(p=0.2). Implicit, so `{0.2f}` sets it inside a
+    /// Sequential's braced list.
+    constexpr Dropout(float drop_probability) : p(drop_probability) {}  // NOLINT(google-explicit-constructor)
 
     template <Backend B, class T = typename B::value_type>
     void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
@@ -47,6 +51,15 @@ private:
         kernel<op::dropout, B>::run(ctx.rng, rng_stream::dropout_of(ctx.layer_index, ctx.step), p, scale, in, out,
                                     count);
     }
+};
+
+/// Dropout whose default probability is Percent / 100, fixed in the type: `DropoutPercent<20>` is
+/// `Dropout{0.2f}` default-constructed (course::MLP names it so the type alone builds the model).
+template <std::size_t Percent>
+struct DropoutPercent : Dropout {
+    static_assert(Percent < 100, "oar: DropoutPercent<Percent> needs Percent < 100 (100 would drop everything)");
+    constexpr DropoutPercent() : Dropout(static_cast<float>(Percent) / 100.0f) {}
+    constexpr DropoutPercent(float drop_probability) : Dropout(drop_probability) {}  // NOLINT(google-explicit-constructor)
 };
 
 }  // namespace oar

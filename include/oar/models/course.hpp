@@ -23,7 +23,7 @@ using LinearRegression = Sequential<Flatten, Linear<784, 1>>;
 using SigmoidMLP = Sequential<Flatten, Linear<784, 10>, Sigmoid, Linear<10, 10>, Sigmoid, Linear<10, 1>>;
 
 /// Flatten - Linear(784, 512) - ReLU - Dropout(0.2) - Linear(512, 10) (cross-entropy).
-using MLP = Sequential<Flatten, Linear<784, 512>, ReLU, Dropout<20>, Linear<512, 10>>;
+using MLP = Sequential<Flatten, Linear<784, 512>, ReLU, DropoutPercent<20>, Linear<512, 10>>;
 
 /// The course's CNN: two 5x5 convolutions with 20 channels, ReLU and 2x2 max pooling, then a classifier.
 using CNN = Sequential<Conv2D<1, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>, Conv2D<20, 20, 5, 1, 2>, ReLU, MaxPool2D<2, 2>,

@@ -22,7 +22,7 @@
 #include <span>         // std::span in LayerEvent
 #include <string_view>  // std::string_view in LayerEvent
 #include <tuple>        // std::tuple, std::get
-#include <type_traits>  // std::remove_reference_t
+#include <type_traits>  // std::remove_reference_t, std::is_convertible_v
 #include <utility>      // std::index_sequence, std::as_const
 #include <vector>       // std::vector
 
@@ -154,6 +154,20 @@ public:
         if constexpr (info::state_buffer_size > 0) init_buffers();
     }
 
+    /// Builds the network with the layers (and so their settings) of `seq`, e.g.
+    /// `Network<Seq, Shape<1, 28, 28>> net{Seq{{}, {}, {}, Dropout{0.2f}, {}}}`, initialised as above.
+    explicit Network(const sequential& seq, std::uint64_t seed = 0, init_scheme scheme = init_scheme::paddle)
+        : Network(seed, scheme) {
+        layers_ = seq.layers;
+    }
+
+    /// The Sequential value of this network's layers with their current settings.
+    sequential layers() const {
+        sequential s;
+        s.layers = layers_;
+        return s;
+    }
+
     /// The same network on backend B of a network on another backend: its parameters, layer
     /// settings, seed, step count and mode (e.g. a CPU network's copy on the GPU, or back).
     template <Backend B2>
@@ -172,6 +186,13 @@ public:
     /// arena (B's memory: to_host() copies it where that is not the host's), valid until the next
     /// forward. x is copied in, so the caller may reuse its buffer.
     view_type forward(view_type x) { return forward(x, no_observer{}); }
+    /// The same for an array of another library that has a tensor_source (interop/xtensor.hpp:
+    /// `net.forward(xt_images)` with an xtensor container or expression of shape (batch, In...)).
+    template <class X>
+        requires(TensorSource<X, value_type> && !std::is_convertible_v<const X&, view_type>)
+    view_type forward(const X& x) {
+        return tensor_source<X, value_type>::with_view(x, [&](view_type v) { return forward(v); });
+    }
     /// The same, calling obs.on_forward(layer_event) after each layer when Obs has it.
     template <LayerObserver<value_type> Obs>
     view_type forward(view_type x, Obs&& obs) {

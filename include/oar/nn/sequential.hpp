@@ -9,10 +9,10 @@
 #include <string>       // std::string: state-dict keys of nested layers
 #include <string_view>  // std::string_view
 #include <vector>       // std::vector: keys, summary rows
-#include <tuple>        // std::tuple_element_t
+#include <tuple>        // std::tuple (the layers' values), std::tuple_element_t
 #include <cstddef>      // std::size_t
 #include <type_traits>  // std::conditional_t
-#include <utility>      // std::index_sequence
+#include <utility>      // std::index_sequence, std::move
 
 #include "../core/layer_concepts.hpp"  // Layer, ParametricLayer, LayerCheck
 #include "../core/shape.hpp"           // Shape, Dims, shape_of
@@ -211,7 +211,9 @@ constexpr Propagation<sizeof...(Ls)> propagate(Dims in) {
 }
 
 /// A chain of layers, each fed the previous one's output. Use it bound to an input shape:
-/// `Sequential<...>::bind<Shape<1,28,28>>` (or through Network).
+/// `Sequential<...>::bind<Shape<1,28,28>>` (or through Network). A value of it carries the layers'
+/// run-time settings into a Network: `Sequential<Flatten, Linear<784, 512>, ReLU, Dropout,
+/// Linear<512, 10>>{{}, {}, {}, {0.2f}, {}}`, or by deduction `Sequential{Flatten{}, ..., Dropout{0.2f}, ...}`.
 template <class... Ls>
 struct Sequential {
     static_assert(sizeof...(Ls) > 0, "oar: Sequential needs at least one layer");
@@ -221,6 +223,12 @@ struct Sequential {
     static_assert(std::conditional_t<all_layers, detail::no_error,
                                      sequential_element_is_not_a_layer<
                                          first_non_layer, detail::nth_type<first_non_layer % num_layers, Ls...>>>::value);
+
+    /// The layers with their settings (Paddle's defaults when default-constructed).
+    std::tuple<Ls...> layers{};
+
+    constexpr Sequential() = default;
+    constexpr Sequential(Ls... ls) : layers(std::move(ls)...) {}  // NOLINT(google-explicit-constructor)
 
     /// Compile-time facts of this network for per-sample input shape In.
     template <ShapeType In>

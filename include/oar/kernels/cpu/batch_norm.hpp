@@ -1,38 +1,16 @@
 // CPU kernels for batch normalisation over (n, channels, inner) tensors (BatchNorm1D: inner = 1 or
-// L; BatchNorm2D: inner = H*W). Per channel, statistics are summed in double in a fixed order. The
-// backward recomputes the batch statistics from x instead of keeping them from the forward.
+// L; BatchNorm2D: inner = H*W): one channel at a time by the bodies every backend shares
+// (rows.hpp: batch_norm_forward_channel / batch_norm_backward_channel). Per channel, statistics are
+// summed in double in a fixed order. The backward recomputes the batch statistics from x instead
+// of keeping them from the forward.
 #pragma once
 
-#include <cmath>    // std::sqrt
 #include <cstddef>  // std::size_t
 
 #include "../dispatch.hpp"  // kernel, op::batch_norm_*
+#include "../rows.hpp"      // rows::batch_norm_forward_channel / batch_norm_backward_channel
 
 namespace oar {
-
-namespace cpu_detail {
-/// Mean and biased variance of channel c over n samples of `inner` values each.
-template <class T>
-void channel_stats(const T* x, std::size_t n, std::size_t channels, std::size_t inner, std::size_t c, double& mean,
-                   double& var) {
-    double s = 0.0;
-    for (std::size_t b = 0; b < n; ++b) {
-        const T* p = x + (b * channels + c) * inner;
-        for (std::size_t i = 0; i < inner; ++i) s += p[i];
-    }
-    const double m = static_cast<double>(n * inner);
-    mean = s / m;
-    double q = 0.0;
-    for (std::size_t b = 0; b < n; ++b) {
-        const T* p = x + (b * channels + c) * inner;
-        for (std::size_t i = 0; i < inner; ++i) {
-            const double d = static_cast<double>(p[i]) - mean;
-            q += d * d;
-        }
-    }
-    var = q / m;
-}
-}  // namespace cpu_detail
 
 /// kernel<op::batch_norm_forward, cpu>::run(n, channels, inner, x, gamma, beta, running_mean,
 /// running_var, train, momentum, eps, y): y = (x - mean) / sqrt(var + eps) * gamma + beta per channel,
@@ -43,28 +21,9 @@ template <class T>
 struct kernel<op::batch_norm_forward, basic_cpu<T>> {
     static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma, const T* beta,
                     T* running_mean, T* running_var, bool train, float momentum, float eps, T* y) {
-        const double m = static_cast<double>(n * inner);
-        for (std::size_t c = 0; c < channels; ++c) {
-            double mean = 0.0, var = 0.0;
-            if (train) {
-                cpu_detail::channel_stats(x, n, channels, inner, c, mean, var);
-                const double mu = static_cast<double>(momentum);
-                running_mean[c] = static_cast<T>(mu * static_cast<double>(running_mean[c]) + (1.0 - mu) * mean);
-                const double unbiased = m > 1.0 ? var * m / (m - 1.0) : var;
-                running_var[c] = static_cast<T>(mu * static_cast<double>(running_var[c]) + (1.0 - mu) * unbiased);
-            } else {
-                mean = static_cast<double>(running_mean[c]);
-                var = static_cast<double>(running_var[c]);
-            }
-            const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
-            const T scale = static_cast<T>(static_cast<double>(gamma[c]) * invstd);
-            const T shift = static_cast<T>(static_cast<double>(beta[c]) - mean * static_cast<double>(gamma[c]) * invstd);
-            for (std::size_t b = 0; b < n; ++b) {
-                const T* p = x + (b * channels + c) * inner;
-                T* q = y + (b * channels + c) * inner;
-                for (std::size_t i = 0; i < inner; ++i) q[i] = p[i] * scale + shift;
-            }
-        }
+        for (std::size_t c = 0; c < channels; ++c)
+            rows::batch_norm_forward_channel(n, channels, inner, c, x, gamma, beta, running_mean, running_var, train,
+                                             momentum, eps, y);
     }
 };
 
@@ -77,43 +36,9 @@ struct kernel<op::batch_norm_backward, basic_cpu<T>> {
     static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma,
                     const T* running_mean, const T* running_var, bool train, float eps, const T* dy, T* dgamma,
                     T* dbeta, T* dx) {
-        const double m = static_cast<double>(n * inner);
-        for (std::size_t c = 0; c < channels; ++c) {
-            double mean = 0.0, var = 0.0;
-            if (train) {
-                cpu_detail::channel_stats(x, n, channels, inner, c, mean, var);
-            } else {
-                mean = static_cast<double>(running_mean[c]);
-                var = static_cast<double>(running_var[c]);
-            }
-            const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
-            double sdy = 0.0, sdyx = 0.0;
-            for (std::size_t b = 0; b < n; ++b) {
-                const T* p = x + (b * channels + c) * inner;
-                const T* g = dy + (b * channels + c) * inner;
-                for (std::size_t i = 0; i < inner; ++i) {
-                    sdy += g[i];
-                    sdyx += static_cast<double>(g[i]) * (static_cast<double>(p[i]) - mean) * invstd;
-                }
-            }
-            dgamma[c] += static_cast<T>(sdyx);
-            dbeta[c] += static_cast<T>(sdy);
-            if (!dx) continue;
-            const double k = static_cast<double>(gamma[c]) * invstd;
-            for (std::size_t b = 0; b < n; ++b) {
-                const T* p = x + (b * channels + c) * inner;
-                const T* g = dy + (b * channels + c) * inner;
-                T* d = dx + (b * channels + c) * inner;
-                for (std::size_t i = 0; i < inner; ++i) {
-                    if (train) {
-                        const double xhat = (static_cast<double>(p[i]) - mean) * invstd;
-                        d[i] = static_cast<T>(k * (static_cast<double>(g[i]) - sdy / m - xhat * sdyx / m));
-                    } else {
-                        d[i] = static_cast<T>(k * static_cast<double>(g[i]));
-                    }
-                }
-            }
-        }
+        for (std::size_t c = 0; c < channels; ++c)
+            rows::batch_norm_backward_channel(n, channels, inner, c, x, gamma, running_mean, running_var, train, eps,
+                                              dy, dgamma, dbeta, dx);
     }
 };
 

@@ -3,12 +3,12 @@
 // The batch kernels run samples in parallel on the default pool (each sample on one thread, its
 // buffers in thread-local scratch); the weight gradient is summed per fixed group of samples and
 // the groups are added in order, so the result does not depend on the thread count.
-// Stride 1 needs no column matrix: each sample is copied zero-padded with row pitch Wp, where every
+// Square windows of stride 1 need no column matrix: each sample is copied zero-padded with row pitch Wp, where every
 // column-matrix row is one contiguous run. The forward is an implicit GEMM (conv_stride1_sample:
 // GEMM micro-tiles reading those runs in place, weights packed once per call, the bias added as
 // the valid columns are copied out); the input gradient is the same kernel on dy with the flipped,
 // transposed weights; the weight gradient is dot products of dy (on the same pitch) with the runs
-// (conv_dw_stride1), with the bias gradient alongside. Other strides: im2col / im2row + GEMM,
+// (conv_dw_stride1), with the bias gradient alongside. Other strides and non-square windows: im2col / im2row + GEMM,
 // col2im for the input gradient, the bias fused by starting C at the bias (beta = 1).
 // Float convolutions with 5x5 kernels, stride 1 and 8+ input and output channels (the course's
 // second one) take Winograd F(2x2, 5x5) instead, forward, input and weight gradient (winograd.hpp),
@@ -50,32 +50,33 @@ inline void valid_range(std::size_t out, std::size_t stride, std::size_t k, std:
 }
 }  // namespace cpu_detail
 
-/// kernel<op::im2col, cpu>::run(g, x, col): x (C,H,W) -> col (C*K*K, OH*OW), zeros where padded.
+/// kernel<op::im2col, cpu>::run(g, x, col): x (C,H,W) -> col (C*KH*KW, OH*OW), zeros where padded.
 template <class T>
 struct kernel<op::im2col, basic_cpu<T>> {
     static void run(const ConvGeometry& g, const T* OAR_RESTRICT x, T* OAR_RESTRICT col) {
-        const std::size_t oh = g.out_height(), ow = g.out_width(), K = g.kernel, S = g.stride;
+        const std::size_t oh = g.out_height(), ow = g.out_width(), KH = g.kh(), KW = g.kw(), SH = g.sh(), SW = g.sw();
+        const std::size_t PH = g.ph(), PW = g.pw();
         for (std::size_t c = 0; c < g.channels; ++c)
-            for (std::size_t ky = 0; ky < K; ++ky)
-                for (std::size_t kx = 0; kx < K; ++kx) {
-                    T* row = col + ((c * K + ky) * K + kx) * oh * ow;  // (OH*OW)
+            for (std::size_t ky = 0; ky < KH; ++ky)
+                for (std::size_t kx = 0; kx < KW; ++kx) {
+                    T* row = col + ((c * KH + ky) * KW + kx) * oh * ow;  // (OH*OW)
                     std::size_t lo, hi;
-                    cpu_detail::valid_range(ow, S, kx, g.pad, g.width, lo, hi);
+                    cpu_detail::valid_range(ow, SW, kx, PW, g.width, lo, hi);
                     for (std::size_t oy = 0; oy < oh; ++oy) {
-                        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * S + ky) -
-                                                  static_cast<std::ptrdiff_t>(g.pad);
+                        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * SH + ky) -
+                                                  static_cast<std::ptrdiff_t>(PH);
                         T* out = row + oy * ow;
                         if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(g.height)) {
                             std::fill(out, out + ow, T(0));
                             continue;
                         }
                         const T* in = x + (c * g.height + static_cast<std::size_t>(iy)) * g.width;
-                        std::fill(out, out + lo, T(0));  // for ox in [lo, hi), ox*S + kx >= pad
-                        if (S == 1) {
-                            const T* src = in + (lo + kx - g.pad);
+                        std::fill(out, out + lo, T(0));  // for ox in [lo, hi), ox*SW + kx >= PW
+                        if (SW == 1) {
+                            const T* src = in + (lo + kx - PW);
                             for (std::size_t ox = lo; ox < hi; ++ox) out[ox] = src[ox - lo];
                         } else {
-                            for (std::size_t ox = lo; ox < hi; ++ox) out[ox] = in[ox * S + kx - g.pad];
+                            for (std::size_t ox = lo; ox < hi; ++ox) out[ox] = in[ox * SW + kx - PW];
                         }
                         std::fill(out + hi, out + ow, T(0));
                     }
@@ -87,19 +88,19 @@ struct kernel<op::im2col, basic_cpu<T>> {
 template <class T>
 struct kernel<op::col2im, basic_cpu<T>> {
     static void run(const ConvGeometry& g, const T* OAR_RESTRICT col, T* OAR_RESTRICT dx) {
-        const std::size_t oh = g.out_height(), ow = g.out_width(), K = g.kernel;
+        const std::size_t oh = g.out_height(), ow = g.out_width(), KH = g.kh(), KW = g.kw();
         for (std::size_t c = 0; c < g.channels; ++c)
-            for (std::size_t ky = 0; ky < K; ++ky)
-                for (std::size_t kx = 0; kx < K; ++kx) {
-                    const T* row = col + ((c * K + ky) * K + kx) * oh * ow;
+            for (std::size_t ky = 0; ky < KH; ++ky)
+                for (std::size_t kx = 0; kx < KW; ++kx) {
+                    const T* row = col + ((c * KH + ky) * KW + kx) * oh * ow;
                     for (std::size_t oy = 0; oy < oh; ++oy) {
-                        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * g.stride + ky) -
-                                                  static_cast<std::ptrdiff_t>(g.pad);
+                        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * g.sh() + ky) -
+                                                  static_cast<std::ptrdiff_t>(g.ph());
                         if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(g.height)) continue;
                         T* out = dx + (c * g.height + static_cast<std::size_t>(iy)) * g.width;
                         for (std::size_t ox = 0; ox < ow; ++ox) {
-                            const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(ox * g.stride + kx) -
-                                                      static_cast<std::ptrdiff_t>(g.pad);
+                            const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(ox * g.sw() + kx) -
+                                                      static_cast<std::ptrdiff_t>(g.pw());
                             if (ix >= 0 && ix < static_cast<std::ptrdiff_t>(g.width)) out[ix] += row[oy * ow + ox];
                         }
                     }
@@ -107,41 +108,41 @@ struct kernel<op::col2im, basic_cpu<T>> {
     }
 };
 
-/// kernel<op::im2row, cpu>::run(g, x, row): x (C,H,W) -> row (OH*OW, C*K*K), zeros where padded.
+/// kernel<op::im2row, cpu>::run(g, x, row): x (C,H,W) -> row (OH*OW, C*KH*KW), zeros where padded.
 template <class T>
 struct kernel<op::im2row, basic_cpu<T>> {
     static void run(const ConvGeometry& g, const T* OAR_RESTRICT x, T* OAR_RESTRICT row) {
-        const std::size_t oh = g.out_height(), ow = g.out_width(), K = g.kernel, S = g.stride, ckk = g.col_rows();
+        const std::size_t oh = g.out_height(), ow = g.out_width(), KH = g.kh(), KW = g.kw(), ckk = g.col_rows();
         for (std::size_t oy = 0; oy < oh; ++oy)
             for (std::size_t ox = 0; ox < ow; ++ox) {
-                T* out = row + (oy * ow + ox) * ckk;  // (C*K*K)
-                const std::ptrdiff_t y0 = static_cast<std::ptrdiff_t>(oy * S) - static_cast<std::ptrdiff_t>(g.pad);
-                const std::ptrdiff_t x0 = static_cast<std::ptrdiff_t>(ox * S) - static_cast<std::ptrdiff_t>(g.pad);
+                T* out = row + (oy * ow + ox) * ckk;  // (C*KH*KW)
+                const std::ptrdiff_t y0 = static_cast<std::ptrdiff_t>(oy * g.sh()) - static_cast<std::ptrdiff_t>(g.ph());
+                const std::ptrdiff_t x0 = static_cast<std::ptrdiff_t>(ox * g.sw()) - static_cast<std::ptrdiff_t>(g.pw());
                 // kx in [kx_lo, kx_hi) reads inside the image
                 const std::size_t kx_lo = x0 < 0 ? static_cast<std::size_t>(-x0) : 0;
-                const std::size_t kx_hi = static_cast<std::size_t>(
-                    std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(K), static_cast<std::ptrdiff_t>(g.width) - x0));
+                const std::size_t kx_hi = static_cast<std::size_t>(std::max<std::ptrdiff_t>(
+                    0, std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(KW), static_cast<std::ptrdiff_t>(g.width) - x0)));
                 for (std::size_t c = 0; c < g.channels; ++c)
-                    for (std::size_t ky = 0; ky < K; ++ky) {
-                        T* o = out + (c * K + ky) * K;
+                    for (std::size_t ky = 0; ky < KH; ++ky) {
+                        T* o = out + (c * KH + ky) * KW;
                         const std::ptrdiff_t iy = y0 + static_cast<std::ptrdiff_t>(ky);
                         if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(g.height) || kx_lo >= kx_hi) {
-                            std::fill(o, o + K, T(0));
+                            std::fill(o, o + KW, T(0));
                             continue;
                         }
                         const T* in = x + (c * g.height + static_cast<std::size_t>(iy)) * g.width;
-                        if (kx_lo == 0 && kx_hi == K) {  // interior: K contiguous values
+                        if (kx_lo == 0 && kx_hi == KW) {  // interior: KW contiguous values
                             const T* src = in + x0;
-                            if (K == 5)  // the course's kernels: a fixed-length copy the compiler unrolls
+                            if (KW == 5)  // the course's kernels: a fixed-length copy the compiler unrolls
                                 for (std::size_t kx = 0; kx < 5; ++kx) o[kx] = src[kx];
                             else
-                                for (std::size_t kx = 0; kx < K; ++kx) o[kx] = src[kx];
+                                for (std::size_t kx = 0; kx < KW; ++kx) o[kx] = src[kx];
                             continue;
                         }
                         std::fill(o, o + kx_lo, T(0));
                         for (std::size_t kx = kx_lo; kx < kx_hi; ++kx)
                             o[kx] = in[static_cast<std::size_t>(x0 + static_cast<std::ptrdiff_t>(kx))];
-                        std::fill(o + kx_hi, o + K, T(0));
+                        std::fill(o + kx_hi, o + KW, T(0));
                     }
             }
     }

@@ -122,17 +122,17 @@ OAR_HOST_DEVICE void bias_grad_body(unsigned phase, const Thread& t, double* sha
 // Convolution by columns, for the whole batch at once
 // ---------------------------------------------------------------------------------------------
 
-/// col (C*K*K, n*P) from x (n, C, H, W); zeros where the window covers padding. With n = 1 this
-/// is exactly the CPU's im2col layout (C*K*K, P).
+/// col (C*KH*KW, n*P) from x (n, C, H, W); zeros where the window covers padding. With n = 1 this
+/// is exactly the CPU's im2col layout (C*KH*KW, P).
 template <class T>
 OAR_HOST_DEVICE void im2col_body(const Thread& t, ConvGeometry g, std::size_t n, const T* x, T* col) {
-    const std::size_t K = g.kernel, ow = g.out_width(), P = g.col_cols(), nP = n * P;
+    const std::size_t KH = g.kh(), KW = g.kw(), ow = g.out_width(), P = g.col_cols(), nP = n * P;
     const std::size_t total = g.col_rows() * nP;
     for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
         const std::size_t r = i / nP, q = i % nP, s = q / P, pix = q % P;
-        const std::size_t c = r / (K * K), ky = (r / K) % K, kx = r % K;
-        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>((pix / ow) * g.stride + ky) - static_cast<std::ptrdiff_t>(g.pad);
-        const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>((pix % ow) * g.stride + kx) - static_cast<std::ptrdiff_t>(g.pad);
+        const std::size_t c = r / (KH * KW), ky = (r / KW) % KH, kx = r % KW;
+        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>((pix / ow) * g.sh() + ky) - static_cast<std::ptrdiff_t>(g.ph());
+        const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>((pix % ow) * g.sw() + kx) - static_cast<std::ptrdiff_t>(g.pw());
         const bool inside = iy >= 0 && iy < static_cast<std::ptrdiff_t>(g.height) && ix >= 0 &&
                             ix < static_cast<std::ptrdiff_t>(g.width);
         col[i] = inside ? x[((s * g.channels + c) * g.height + static_cast<std::size_t>(iy)) * g.width +
@@ -141,25 +141,25 @@ OAR_HOST_DEVICE void im2col_body(const Thread& t, ConvGeometry g, std::size_t n,
     }
 }
 
-/// dx (n, C, H, W) += adjoint of im2col applied to col (C*K*K, n*P): each input pixel gathers the
+/// dx (n, C, H, W) += adjoint of im2col applied to col (C*KH*KW, n*P): each input pixel gathers the
 /// column entries that read it (no atomics, so the result does not depend on scheduling).
 template <class T>
 OAR_HOST_DEVICE void col2im_body(const Thread& t, ConvGeometry g, std::size_t n, const T* col, T* dx) {
-    const std::size_t K = g.kernel, S = g.stride, oh = g.out_height(), ow = g.out_width(), P = g.col_cols();
-    const std::size_t nP = n * P, hw = g.height * g.width, total = n * g.channels * hw;
+    const std::size_t KH = g.kh(), KW = g.kw(), SH = g.sh(), SW = g.sw(), oh = g.out_height(), ow = g.out_width();
+    const std::size_t P = g.col_cols(), nP = n * P, hw = g.height * g.width, total = n * g.channels * hw;
     for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
         const std::size_t s = i / (g.channels * hw), c = (i / hw) % g.channels;
         const std::size_t y = (i % hw) / g.width, x = i % g.width;
         T sum = T(0);
-        for (std::size_t ky = 0; ky < K; ++ky) {
-            const std::ptrdiff_t ty = static_cast<std::ptrdiff_t>(y + g.pad) - static_cast<std::ptrdiff_t>(ky);
-            if (ty < 0 || static_cast<std::size_t>(ty) % S != 0 || static_cast<std::size_t>(ty) / S >= oh) continue;
-            const std::size_t oy = static_cast<std::size_t>(ty) / S;
-            for (std::size_t kx = 0; kx < K; ++kx) {
-                const std::ptrdiff_t tx = static_cast<std::ptrdiff_t>(x + g.pad) - static_cast<std::ptrdiff_t>(kx);
-                if (tx < 0 || static_cast<std::size_t>(tx) % S != 0 || static_cast<std::size_t>(tx) / S >= ow) continue;
-                const std::size_t ox = static_cast<std::size_t>(tx) / S;
-                sum += col[((c * K + ky) * K + kx) * nP + s * P + oy * ow + ox];
+        for (std::size_t ky = 0; ky < KH; ++ky) {
+            const std::ptrdiff_t ty = static_cast<std::ptrdiff_t>(y + g.ph()) - static_cast<std::ptrdiff_t>(ky);
+            if (ty < 0 || static_cast<std::size_t>(ty) % SH != 0 || static_cast<std::size_t>(ty) / SH >= oh) continue;
+            const std::size_t oy = static_cast<std::size_t>(ty) / SH;
+            for (std::size_t kx = 0; kx < KW; ++kx) {
+                const std::ptrdiff_t tx = static_cast<std::ptrdiff_t>(x + g.pw()) - static_cast<std::ptrdiff_t>(kx);
+                if (tx < 0 || static_cast<std::size_t>(tx) % SW != 0 || static_cast<std::size_t>(tx) / SW >= ow) continue;
+                const std::size_t ox = static_cast<std::size_t>(tx) / SW;
+                sum += col[((c * KH + ky) * KW + kx) * nP + s * P + oy * ow + ox];
             }
         }
         dx[i] += sum;
@@ -318,6 +318,31 @@ OAR_HOST_DEVICE void softmax_cross_entropy_body(const Thread& t, const T* z, con
     for (std::size_t r = t.global_x(); r < rows; r += t.stride_x())
         losses[r] = oar::rows::softmax_cross_entropy(z + r * cols, static_cast<std::size_t>(labels[r]), cols, scale,
                                                      dz ? dz + r * cols : nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batch normalisation: one thread per channel, the CPU's per-channel bodies (rows.hpp), so the
+// statistics are summed in the same order and the results are the CPU's bits.
+// ---------------------------------------------------------------------------------------------
+
+/// BatchNorm's forward over x (n, channels, inner), the running statistics updated in training.
+template <class T>
+OAR_HOST_DEVICE void batch_norm_forward_body(const Thread& t, std::size_t n, std::size_t channels, std::size_t inner,
+                                             const T* x, const T* gamma, const T* beta, T* running_mean,
+                                             T* running_var, bool train, float momentum, float eps, T* y) {
+    for (std::size_t c = t.global_x(); c < channels; c += t.stride_x())
+        oar::rows::batch_norm_forward_channel(n, channels, inner, c, x, gamma, beta, running_mean, running_var, train,
+                                              momentum, eps, y);
+}
+
+/// BatchNorm's backward: dgamma, dbeta accumulated; dx (may be null) overwritten.
+template <class T>
+OAR_HOST_DEVICE void batch_norm_backward_body(const Thread& t, std::size_t n, std::size_t channels, std::size_t inner,
+                                              const T* x, const T* gamma, const T* running_mean, const T* running_var,
+                                              bool train, float eps, const T* dy, T* dgamma, T* dbeta, T* dx) {
+    for (std::size_t c = t.global_x(); c < channels; c += t.stride_x())
+        oar::rows::batch_norm_backward_channel(n, channels, inner, c, x, gamma, running_mean, running_var, train, eps,
+                                               dy, dgamma, dbeta, dx);
 }
 
 }  // namespace oar::cuda_kernels

@@ -17,7 +17,7 @@ constexpr std::size_t conv_plan_workspace(const ConvGeometry& g, std::size_t out
     return (2 * g.col_rows() + out_channels) * n * g.col_cols();
 }
 
-/// y (n, OutC, OH, OW) = conv(x (n, C, H, W), w (OutC, C*K*K)) + b[c].
+/// y (n, OutC, OH, OW) = conv(x (n, C, H, W), w (OutC, C*KH*KW)) + b[c] (no bias where b is null).
 /// Exec: im2col(g, n, x, col), gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) (row-major),
 /// ncp_from_cnp(src, dst, bias, n, c, p).
 template <class Exec>
@@ -44,7 +44,7 @@ void conv2d_backward(Exec& ex, const ConvGeometry& g, std::size_t out_c, std::si
     ex.cnp_from_ncp(dy, dycnp, n, out_c, P);
     ex.im2col(g, n, x, col);
     ex.gemm(Trans::no, Trans::yes, out_c, CKK, nP, 1.0f, dycnp, nP, col, nP, 1.0f, dw, CKK);  // dW += dy col^T
-    ex.bias_grad(dy, db, n, out_c, P);
+    if (db) ex.bias_grad(dy, db, n, out_c, P);  // null: a convolution without bias
     if (dx) {
         ex.gemm(Trans::yes, Trans::no, CKK, nP, out_c, 1.0f, w, CKK, dycnp, nP, 0.0f, dcol, nP);  // dcol = W^T dy
         ex.zero(dx, n * g.channels * g.height * g.width);

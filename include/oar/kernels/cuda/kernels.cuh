@@ -123,6 +123,21 @@ __global__ void softmax_cross_entropy_kernel(const T* z, const std::int64_t* lab
     softmax_cross_entropy_body(this_thread(), z, labels, rows, cols, scale, losses, dz);
 }
 
+template <class T>
+__global__ void batch_norm_forward_kernel(std::size_t n, std::size_t channels, std::size_t inner, const T* x,
+                                          const T* gamma, const T* beta, T* running_mean, T* running_var, bool train,
+                                          float momentum, float eps, T* y) {
+    batch_norm_forward_body(this_thread(), n, channels, inner, x, gamma, beta, running_mean, running_var, train,
+                            momentum, eps, y);
+}
+template <class T>
+__global__ void batch_norm_backward_kernel(std::size_t n, std::size_t channels, std::size_t inner, const T* x,
+                                           const T* gamma, const T* running_mean, const T* running_var, bool train,
+                                           float eps, const T* dy, T* dgamma, T* dbeta, T* dx) {
+    batch_norm_backward_body(this_thread(), n, channels, inner, x, gamma, running_mean, running_var, train, eps, dy,
+                             dgamma, dbeta, dx);
+}
+
 /// Launches a 1-D kernel over n work items on the compute stream, then checks the launch.
 template <class... P, class... A>
 void launch_1d(std::size_t n, void (*k)(P...), A... args) {
@@ -278,6 +293,28 @@ template <int D>
 struct kernel<op::softmax_backward, basic_cuda<D>> {
     static void run(const float* y, const float* dy, float* dx, std::size_t rows, std::size_t cols) {
         cuda_kernels::launch_1d(rows, &cuda_kernels::softmax_backward_kernel<float>, y, dy, dx, rows, cols);
+    }
+};
+
+/// kernel<op::batch_norm_forward, cuda>: the CPU kernel's signature and bits (one thread per channel).
+template <int D>
+struct kernel<op::batch_norm_forward, basic_cuda<D>> {
+    static void run(std::size_t n, std::size_t channels, std::size_t inner, const float* x, const float* gamma,
+                    const float* beta, float* running_mean, float* running_var, bool train, float momentum, float eps,
+                    float* y) {
+        cuda_kernels::launch_1d(channels, &cuda_kernels::batch_norm_forward_kernel<float>, n, channels, inner, x, gamma,
+                                beta, running_mean, running_var, train, momentum, eps, y);
+    }
+};
+
+/// kernel<op::batch_norm_backward, cuda>: the CPU kernel's signature and bits (one thread per channel).
+template <int D>
+struct kernel<op::batch_norm_backward, basic_cuda<D>> {
+    static void run(std::size_t n, std::size_t channels, std::size_t inner, const float* x, const float* gamma,
+                    const float* running_mean, const float* running_var, bool train, float eps, const float* dy,
+                    float* dgamma, float* dbeta, float* dx) {
+        cuda_kernels::launch_1d(channels, &cuda_kernels::batch_norm_backward_kernel<float>, n, channels, inner, x,
+                                gamma, running_mean, running_var, train, eps, dy, dgamma, dbeta, dx);
     }
 };
 
