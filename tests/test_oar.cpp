@@ -1,6 +1,6 @@
 // Tests of include/oar/oar.hpp, the umbrella header: it alone is enough to build, train and
 // inspect a network (layers, Network, losses, metrics, optimizers, summary, IDX reading), and it
-// keeps simdjson out as it promises.
+// keeps simdjson and xtensor out as it promises.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <cmath>    // std::isfinite, std::sin
@@ -15,13 +15,16 @@
 #ifdef SIMDJSON_H
 #error "oar/oar.hpp must not pull in simdjson"
 #endif
+#ifdef XTENSOR_VERSION_MAJOR
+#error "oar/oar.hpp must not pull in xtensor (oar/interop/xtensor.hpp is opt-in)"
+#endif
 
 // Everything the umbrella announces is declared by it.
 static_assert(oar::Backend<oar::cpu> && oar::Backend<oar::cpu64>);
 static_assert(oar::Layer<oar::Linear<3, 2>> && oar::Layer<oar::Conv2D<1, 2, 3>>);
 static_assert(oar::Layer<oar::MaxPool2D<2>> && oar::Layer<oar::AvgPool2D<2>>);
 static_assert(oar::Layer<oar::ReLU> && oar::Layer<oar::Sigmoid> && oar::Layer<oar::Tanh> && oar::Layer<oar::Softmax>);
-static_assert(oar::Layer<oar::Flatten> && oar::Layer<oar::Dropout<20>>);
+static_assert(oar::Layer<oar::Flatten> && oar::Layer<oar::Dropout> && oar::Layer<oar::DropoutPercent<20>>);
 static_assert(oar::Optimizer<oar::SGD<>> && oar::Optimizer<oar::Momentum<>> && oar::Optimizer<oar::Adagrad<>> &&
               oar::Optimizer<oar::Adam<>>);
 static_assert(oar::ShapeType<oar::Shape<1, 28, 28>>);
