@@ -180,7 +180,7 @@ TEST_CASE("the SIMD 2x2 max pool matches the window rule on wide rows with NaNs,
     // the next rows and planes, the input's last rows on the scalar path.
     // Even widths take the all-SIMD backward: 40 (a whole vector of windows and a partial one), 64
     // (two whole ones), 30 with an odd height (a last row outside every window), 2 (one window).
-    for (const oar::ConvGeometry g : {oar::ConvGeometry{3, 10, 37, 2, 2, 0}, oar::ConvGeometry{4, 28, 28, 2, 2, 0},
+    for (const oar::ConvGeometry& g : {oar::ConvGeometry{3, 10, 37, 2, 2, 0}, oar::ConvGeometry{4, 28, 28, 2, 2, 0},
                                       oar::ConvGeometry{5, 14, 14, 2, 2, 0}, oar::ConvGeometry{2, 9, 15, 2, 2, 0},
                                       oar::ConvGeometry{2, 6, 40, 2, 2, 0}, oar::ConvGeometry{3, 4, 64, 2, 2, 0},
                                       oar::ConvGeometry{2, 7, 30, 2, 2, 0}, oar::ConvGeometry{3, 5, 2, 2, 2, 0}}) {
