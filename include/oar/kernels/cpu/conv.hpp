@@ -3,13 +3,14 @@
 // The batch kernels run samples in parallel on the default pool (each sample on one thread, its
 // buffers in thread-local scratch); the weight gradient is summed per fixed group of samples and
 // the groups are added in order, so the result does not depend on the thread count.
-// Square windows of stride 1 need no column matrix: each sample is copied zero-padded with row pitch Wp, where every
-// column-matrix row is one contiguous run. The forward is an implicit GEMM (conv_stride1_sample:
-// GEMM micro-tiles reading those runs in place, weights packed once per call, the bias added as
-// the valid columns are copied out); the input gradient is the same kernel on dy with the flipped,
-// transposed weights; the weight gradient is dot products of dy (on the same pitch) with the runs
-// (conv_dw_stride1), with the bias gradient alongside. Other strides and non-square windows: im2col / im2row + GEMM,
-// col2im for the input gradient, the bias fused by starting C at the bias (beta = 1).
+// Square windows of stride 1 need no column matrix: each sample is copied zero-padded with row
+// pitch Wp, where every column-matrix row is one contiguous run. The forward is an implicit GEMM
+// (conv_stride1_sample: GEMM micro-tiles reading those runs in place, weights packed once per call,
+// the bias added as the valid columns are copied out); the input gradient is the same kernel on dy
+// with the flipped, transposed weights; the weight gradient is dot products of dy (on the same
+// pitch) with the runs (conv_dw_stride1), with the bias gradient alongside. Other strides and
+// non-square windows: im2col / im2row + GEMM, col2im for the input gradient, the bias fused by
+// starting C at the bias (beta = 1); a null bias (Conv2D without one) adds and accumulates nothing.
 // Float convolutions with 5x5 kernels, stride 1 and 8+ input and output channels (the course's
 // second one) take Winograd F(2x2, 5x5) instead, forward, input and weight gradient (winograd.hpp),
 // except a last small group of SIMD lanes' samples; set_conv_winograd(false) keeps them on the
