@@ -86,6 +86,7 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
                        strategy.a_sync) instead of a barrier per step
   --max-staleness N    with --a-sync: pushes a trainer may have unanswered while it computes
                        the next gradient (default 1)
+  --export-onnx PATH   after training, write the model as ONNX (opset 17) to PATH
   --help               this text
 
 The last line is: result: dataset=... model=... epochs=... test_accuracy=...
@@ -281,6 +282,18 @@ int main(int argc, char** argv) {
         if (c.batch_size % static_cast<std::size_t>(splits) != 0)
             throw oar::usage_error(oar::detail::concat("--batch-size ", c.batch_size, " cannot be split evenly across ",
                                                        splits, role ? " trainers" : " ranks"));
+        if (!c.export_onnx.empty()) {
+#if !OAR_HAS_ONNX
+            throw oar::usage_error("--export-onnx: this train_mnist was built without ONNX export; install "
+                                   "libonnx-dev (apt-get install libonnx-dev) and reconfigure");
+#endif
+            if (c.device.kind == oar::DeviceOption::Kind::gpu)
+                throw oar::usage_error("--export-onnx needs --device cpu (the GPU run does not export)");
+            const auto folder = std::filesystem::absolute(c.export_onnx).parent_path();
+            if (!std::filesystem::is_directory(folder))
+                throw oar::io_error(oar::detail::concat("--export-onnx ", c.export_onnx, ": folder ", folder.string(),
+                                                        " does not exist (expected PATH in an existing folder)"));
+        }
         open_log(c, par);
         const auto [path, dataset] = locate_data(c);
         if (std::filesystem::is_directory(path)) {

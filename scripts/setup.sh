@@ -10,7 +10,7 @@ packages=(
   xtensor-dev xtl-dev libxsimd-dev libsimdjson-dev doctest-dev zlib1g-dev
   libbenchmark-dev libopenblas-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist libtorch-dev
   libpng-dev libjpeg-dev
-  python3-numpy python3-torch python3-venv python3-pip chromium
+  python3-numpy python3-torch python3-venv python3-pip chromium libonnx-dev
 )
 
 missing=()
@@ -43,13 +43,13 @@ fi
 
 # Python packages that Debian lacks, for the cross-check tests only (readers written by others:
 # TensorBoard's EventAccumulator, VisualDL's LogReader, the safetensors package, Pillow's picture
-# codecs): a venv in .venv that also sees Debian's numpy and torch. Skipped with OAR_NO_PIP=1; the
+# codecs, onnxruntime and onnx's checker): a venv in .venv that also sees Debian's numpy and torch. Skipped with OAR_NO_PIP=1; the
 # tests that need them then skip.
-pip_packages=(tensorboard safetensors pillow visualdl)
+pip_packages=(tensorboard safetensors pillow visualdl onnxruntime onnx)
 venv="$repo_root/.venv"
 if [[ "${OAR_NO_PIP:-0}" == 1 ]]; then
   echo "setup: python venv: skipped (OAR_NO_PIP=1)"
-elif [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c 'import tensorboard, safetensors, PIL, visualdl' 2>/dev/null; then
+elif [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c 'import tensorboard, safetensors, PIL, visualdl, onnxruntime, onnx' 2>/dev/null; then
   echo "setup: python venv (.venv): all present"
 else
   [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv --system-site-packages "$venv"

@@ -35,6 +35,10 @@
 #include <oar/train/checkpoint.hpp>                  // checkpoint_exists
 #include <oar/train/model.hpp>                       // Model, Logs
 
+#if OAR_HAS_ONNX
+#include <oar/io/onnx.hpp>  // export_onnx: --export-onnx (builds linking oar::onnx)
+#endif
+
 #include "job_lines.hpp"      // say, CourseLog, EpochLine, Maybe, Schedules
 #include "mnist_splits.hpp"   // Splits
 #include "train_options.hpp"  // TrainOptions
@@ -210,6 +214,16 @@ int train(const Config& c, const Run& run, const Splits<D>& data, Net& net, auto
         return 0;
     }
     if (!writer) return 0;
+    if (!c.export_onnx.empty()) {
+#if OAR_HAS_ONNX
+        net.eval();
+        oar::export_onnx(net, c.export_onnx);
+        say("onnx: wrote %s (opset %lld, input (batch, 1, 28, 28))\n", c.export_onnx.c_str(),
+            static_cast<long long>(oar::onnx_opset));
+#else
+        throw oar::usage_error("--export-onnx: this program was built without ONNX export (libonnx-dev)");
+#endif
+    }
     const oar::EvalResult t = model.evaluate(data.test, 1000);
     say("test: loss %.4f accuracy %.4f (%zu images)\n", t.loss, t.metrics[0].second, data.test.size());
     say("result: dataset=%s model=%s epochs=%zu test_accuracy=%.4f train_images_per_sec=%.0f seconds=%.1f\n",

@@ -199,6 +199,7 @@ struct TrainOptions {
     std::string checkpoint_dir;
     std::string resume;  ///< "latest", a checkpoint's DIR/STEM, or a folder (its "latest")
     std::string log_dir;
+    std::string export_onnx;  ///< where to write the trained model as ONNX (empty: nowhere)
     /// The main job's default, as --init is torch's: the course's constant rate for the first four
     /// fifths of the epochs, a tenth of it for the last fifth (MultiStepDecay, one milestone at
     /// round(4/5 --epochs), stepped per epoch: 5 epochs are 4 at 1e-3 and 1 at 1e-4; 1 or 2
@@ -237,6 +238,7 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
         else if (flag == "--checkpoint-dir") c.checkpoint_dir = value;
         else if (flag == "--resume") c.resume = value;
         else if (flag == "--log-dir") c.log_dir = value;
+        else if (flag == "--export-onnx") c.export_onnx = value;
         else if (flag == "--lr-schedule") c.lr_schedule = parse_schedule(value);
         else if (flag == "--lr-step-per") {
             if (value != "epoch" && value != "batch")

@@ -354,6 +354,45 @@ TEST_CASE("--log-dir holds the SVG curves, the CSV, a TensorBoard event file and
     }
 }
 
+TEST_CASE("--export-onnx writes the trained model as ONNX after training; a missing folder is refused before") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 120);
+    write_set(tmp.path, "t10k", 30);
+    const std::string data = "--data " + tmp.path.string() + " --model cnn --epochs 1 --batch-size 20 --log-every 0";
+    const fs::path missing = tmp.path / "no_such_folder" / "m.onnx";
+    const Run bad = run(data + " --export-onnx " + missing.string());
+    INFO(bad.output);
+    CHECK(bad.status == 2);
+#if OAR_TRAIN_MNIST_HAS_ONNX
+    CHECK(bad.output.find("--export-onnx " + missing.string() + ": folder " + missing.parent_path().string() +
+                          " does not exist") != std::string::npos);
+    CHECK(bad.output.find("epoch") == std::string::npos);  // refused before training
+    const fs::path model = tmp.path / "cnn.onnx";
+    const Run r = run(data + " --export-onnx " + model.string());
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find("onnx: wrote " + model.string() + " (opset 17") != std::string::npos);
+    CHECK(std::regex_search(r.output, result_line));
+    // The course CNN's 20,350 parameters are in it as float initializers.
+    CHECK(fs::file_size(model) > 20350 * sizeof(float));
+    if (oar_test::run_command(std::string(OAR_PYTHON) + " -c 'import onnxruntime, onnx' 2>/dev/null").status != 0) {
+        oar_test::skip("onnxruntime (and onnx) not importable by " OAR_PYTHON ": run scripts/setup.sh (it makes .venv "
+                       "with them), then reconfigure");
+        return;
+    }
+    const fs::path x = tmp.path / "x.bin", y = tmp.path / "y.bin";
+    std::ofstream(x, std::ios::binary) << std::string(3 * 784 * sizeof(float), '\0');
+    const Run ort = oar_test::run_command(std::string(OAR_PYTHON) + " " OAR_SOURCE_DIR "/tests/io/run_onnx.py " +
+                                          model.string() + " " + x.string() + " " + y.string() + " 2>&1");
+    INFO(ort.output);
+    CHECK(ort.status == 0);
+    CHECK(ort.output.find("onnx-ok opset 17 batches 3") != std::string::npos);
+    CHECK(fs::file_size(y) == 3 * 10 * sizeof(float));
+#else
+    CHECK(bad.output.find("--export-onnx: this train_mnist was built without ONNX export") != std::string::npos);
+#endif
+}
+
 TEST_CASE("train_mnist stopped after epoch 2 and resumed to epoch 4 ends bit for bit as an uninterrupted 4-epoch run") {
     TempDir tmp;
     write_set(tmp.path, "train", 150);
