@@ -22,7 +22,7 @@
 #include "support/errors.hpp"    // oar_test::message_of, contains
 #include "support/process.hpp"   // oar_test::run_command
 #include "support/random.hpp"    // oar_test::fill_random
-#include "support/skip.hpp"      // oar_test::skip
+#include "support/python.hpp"    // oar_test::skip_without_python: no onnxruntime
 #include "support/temp_dir.hpp"  // oar_test::TempDir
 
 namespace {
@@ -30,16 +30,6 @@ namespace {
 using oar_test::contains;
 using oar_test::message_of;
 using oar_test::TempDir;
-
-/// Whether OAR_PYTHON can import onnxruntime and onnx (the test venv of scripts/setup.sh).
-bool have_onnxruntime() {
-    static const bool ok =
-        oar_test::run_command(std::string(OAR_PYTHON) + " -c 'import onnxruntime, onnx' 2>/dev/null").status == 0;
-    return ok;
-}
-const char* const no_onnxruntime =
-    "onnxruntime (and onnx) not importable by " OAR_PYTHON ": run scripts/setup.sh (it makes .venv with them), "
-    "then reconfigure";
 
 std::vector<float> read_floats(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
@@ -84,10 +74,7 @@ void check_round_trip(Net& net, std::uint64_t seed) {
     for (const auto& t : m.graph().initializer()) inits.insert(t.name());
     for (const auto& e : net.state_dict()) CHECK_MESSAGE(inits.count(e.key) == 1, e.key);
 
-    if (!have_onnxruntime()) {
-        oar_test::skip(no_onnxruntime);
-        return;
-    }
+    if (oar_test::skip_without_python("numpy, onnx, onnxruntime")) return;
     const std::size_t batches[2] = {5, 2};
     std::vector<std::vector<float>> want;
     std::string args;

@@ -21,6 +21,7 @@
 
 #include "support/errors.hpp"    // oar_test::message_of, contains
 #include "support/process.hpp"   // oar_test::run_command: the python cross-checks
+#include "support/python.hpp"   // oar_test::skip_without_python: no test venv
 #include "support/temp_dir.hpp"  // oar_test::TempDir
 
 namespace {
@@ -229,6 +230,7 @@ TEST_CASE("a missing file or a folder is an io_error naming it") {
 }
 
 TEST_CASE("the safetensors python package reads our files with equal values and metadata") {
+    if (oar_test::skip_without_python("numpy, safetensors")) return;
     TempDir dir;
     const std::string path = dir.file("ours.safetensors");
     const Sample s;
@@ -262,6 +264,7 @@ print("python-read-ok", len(t))
 }
 
 TEST_CASE("we read files that safetensors.torch.save_file writes, and refuse its F16 naming key and dtype") {
+    if (oar_test::skip_without_python("torch, safetensors")) return;
     TempDir dir;
     const std::string path = dir.file("torch.safetensors"), f16 = dir.file("f16.safetensors");
     const std::string script = dir.file("write.py");

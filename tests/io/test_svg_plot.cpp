@@ -341,7 +341,8 @@ TEST_CASE("write_svg refuses mismatched curves before touching the file, and nam
 
 TEST_CASE("headless Chromium renders the curves SVG with both curve colours in both panels") {
     if (sizeof(OAR_CHROMIUM) == 1) {  // "": CMake found no chromium
-        oar_test::skip("no chromium or chromium-browser was found at configure time: the SVG is not rendered");
+        oar_test::skip("no chromium or chromium-browser was found at configure time: the SVG is not rendered "
+                       "(run scripts/test.sh, or scripts/setup.sh then reconfigure: it installs chromium)");
         return;
     }
     TempDir dir;

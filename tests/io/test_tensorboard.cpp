@@ -23,6 +23,7 @@
 #include "support/faults.hpp"    // oar_test::open_fds, FileSizeLimit: the write-error paths
 #include "support/errors.hpp"    // oar_test::message_of, contains
 #include "support/process.hpp"   // oar_test::run_command: the python readers
+#include "support/python.hpp"   // oar_test::skip_without_python: no test venv
 #include "support/temp_dir.hpp"  // oar_test::TempDir
 
 namespace fs = std::filesystem;
@@ -129,6 +130,7 @@ TEST_CASE("scalars written by TensorBoardWriter read back identically through Ev
     }
     const auto files = event_files(logs);
     REQUIRE(files.size() == 1);
+    if (oar_test::skip_without_python("tensorboard")) return;
     const Readback r = read_back(logs);
     INFO(r.output);
     REQUIRE(r.status == 0);
@@ -167,6 +169,7 @@ TEST_CASE("TensorBoardWriter names its file events.out.tfevents.<unix time>.<hos
     }
     const auto files = event_files(dir.path);
     CHECK(files.size() == 3);
+    if (oar_test::skip_without_python("tensorboard")) return;
     const Readback r = read_back(dir.path);
     INFO(r.output);
     REQUIRE(r.status == 0);
@@ -198,6 +201,7 @@ TEST_CASE("TensorBoardWriter encodes extreme steps, long and non-ASCII tags, NaN
         tb.add_scalar("odd", -HUGE_VAL, 3);
         tb.add_scalar("odd", 1e300, 4);  // beyond float: stored as float infinity
     }
+    if (oar_test::skip_without_python("tensorboard")) return;
     const Readback r = read_back(dir.path);
     INFO(r.output);
     REQUIRE(r.status == 0);
@@ -229,6 +233,7 @@ TEST_CASE("after flush() a running writer's scalars are readable by TensorBoard"
     oar::io::TensorBoardWriter tb(dir.path);
     for (int i = 0; i < 10; ++i) tb.add_scalar("train/loss", 1.0 / (1 + i), i);
     tb.flush();
+    if (oar_test::skip_without_python("tensorboard")) return;
     const Readback r = read_back(tb.path());
     INFO(r.output);
     REQUIRE(r.status == 0);
@@ -255,6 +260,7 @@ TEST_CASE("a flipped byte in a written event file fails the readers' CRC checks,
         f.seekp(static_cast<std::streamoff>(size - 6));
         f.put(static_cast<char>(c ^ 0x40));
     }
+    if (oar_test::skip_without_python("tensorboard")) return;
     const Readback r = read_back(file);
     INFO(r.output);
     REQUIRE(r.status == 0);

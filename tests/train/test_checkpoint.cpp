@@ -28,6 +28,7 @@
 
 #include "support/errors.hpp"         // oar_test::message_of, contains
 #include "support/process.hpp"        // oar_test::run_command: the torch cross-check
+#include "support/python.hpp"   // oar_test::skip_without_python: no test venv
 #include "support/temp_dir.hpp"       // oar_test::TempDir
 
 namespace fs = std::filesystem;
@@ -329,6 +330,7 @@ TEST_CASE("the course CNN trained in oar and saved in the torch layout gives the
     oar::io::write_safetensors(dir.file("io.safetensors"),
                                {oar::io::TensorRef::of<float>("x", {8, 1, 28, 28}, std::span<const float>(x.data(), x.size())),
                                 oar::io::TensorRef::of<float>("logits", {8, 10}, logits)});
+    if (oar_test::skip_without_python("torch, safetensors")) return;
     const auto r = oar_test::run_command(std::string(OAR_PYTHON) + " " + torch_script() + " check " + dir.file("cnn.safetensors") +
                                          " " + dir.file("io.safetensors") + " 2>&1");
     MESSAGE("oar -> torch: " << r.output);
@@ -337,6 +339,7 @@ TEST_CASE("the course CNN trained in oar and saved in the torch layout gives the
 }
 
 TEST_CASE("a torch-initialised and torch-trained course CNN loaded into oar gives torch's logits") {
+    if (oar_test::skip_without_python("torch, safetensors")) return;
     TempDir dir;
     const auto r = oar_test::run_command(std::string(OAR_PYTHON) + " " + torch_script() + " make " + dir.file("torch.safetensors") +
                                          " " + dir.file("io.safetensors") + " 2>&1");

@@ -17,6 +17,7 @@
 #include <oar/oar.hpp>  // Adam
 
 #include "support/process.hpp"    // oar_test::run_command: the python readers
+#include "support/python.hpp"   // oar_test::skip_without_python: no test venv
 #include "support/skip.hpp"       // oar_test::skip: visualdl missing
 #include "support/temp_dir.hpp"   // oar_test::TempDir
 #include "support/toy_model.hpp"  // oar_test::toy_set, ToyNet
@@ -107,6 +108,7 @@ TEST_CASE("TensorBoardLogger's event file reads back through TensorBoard's Event
     } keep;
     const auto h = fit(net, opt, 4, tb, keep);  // 24 steps: logged at 4, 8, ..., 24
     REQUIRE(fs::exists(tb.path()));
+    if (oar_test::skip_without_python("tensorboard")) return;
     const auto r = oar_test::run_command(std::string(OAR_PYTHON) + " " + OAR_SOURCE_DIR + "/tests/io/read_tfevents.py '" +
                                          tb.path().string() + "' 2>&1");
     INFO(r.output);
