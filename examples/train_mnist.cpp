@@ -45,7 +45,33 @@ using lines::clock_type;
 using lines::seconds_since;
 using lines::Maybe;
 
+/// --help: one screen, the flags a first run needs.
 constexpr const char* usage = R"(usage: train_mnist [options]
+Trains one of PaddlePaddle's MNIST-course models with oar and prints a result line.
+
+  --data PATH          MNIST IDX folder (.gz or raw) or the course's mnist.json.gz
+                       (default: $OAR_DATA, else data/mnist, else Debian's Fashion-MNIST)
+  --model NAME         linear | sigmoid-mlp | mlp | cnn            (default cnn)
+  --epochs N           passes over the 50,000 training images       (default 5)
+  --batch-size N       images per step                              (default 100)
+  --optimizer NAME     sgd | momentum | adagrad | adam               (default adam)
+  --lr X               learning rate                                (default 0.001)
+  --lr-schedule S      none | step:SIZE | multistep | cosine | plateau (default multistep)
+  --seed N             seed of initialisation, shuffling and dropout (default 0)
+  --workers N          DataLoader worker threads                    (default 0)
+  --device D           cpu | gpu | gpu:N                            (default cpu)
+  --checkpoint-dir DIR save checkpoints there; --resume latest continues from one
+  --log-dir DIR        CSV, TensorBoard events and SVG curves
+  --export-onnx PATH   after training, write the model as ONNX to PATH
+  --help-all           all flags (--l2, --init, --lr-step-per, --log-every, --a-sync...),
+                       the schedules' forms, the result line, exit statuses, mpirun
+
+The last line is: result: dataset=... model=... epochs=... test_accuracy=... ...
+Bad flags or unreadable data print the reason and exit with status 2.
+)";
+
+/// --help-all: every flag.
+constexpr const char* usage_all = R"(usage: train_mnist [options]
 Trains one of PaddlePaddle's MNIST-course models with oar and prints a result line.
 
   --data PATH          folder with the four MNIST IDX files (.gz or raw), or the course's
@@ -87,7 +113,8 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --max-staleness N    with --a-sync: pushes a trainer may have unanswered while it computes
                        the next gradient (default 1)
   --export-onnx PATH   after training, write the model as ONNX (opset 17) to PATH
-  --help               this text
+  --help               the short help
+  --help-all           this text
 
 The last line is: result: dataset=... model=... epochs=... test_accuracy=...
 train_images_per_sec=... seconds=...  (images/s of the training steps alone: forward, loss,
@@ -231,7 +258,15 @@ int main(int argc, char** argv) {
         out.to_stdout = par.is_writer();
         auto parsed = oar::parse_train_options(argc, argv);
         if (!parsed) {
-            say("%s", usage);
+            bool all = false;  // the first help flag decides (nothing after it is parsed)
+            for (int i = 1; i < argc; ++i) {
+                const std::string f = argv[i] ? argv[i] : "";
+                if (f == "--help" || f == "-h" || f == "--help-all") {
+                    all = f == "--help-all";
+                    break;
+                }
+            }
+            say("%s", all ? usage_all : usage);
             return 0;
         }
         c = std::move(*parsed);

@@ -21,13 +21,13 @@
 namespace oar {
 
 /// Calls on_flag(flag, value) for each `--flag value` or `--flag=value` in order; returns false
-/// when --help or -h was asked for (nothing is parsed after it). A flag in `switches` takes no
+/// when --help, -h or --help-all was asked for (nothing is parsed after it). A flag in `switches` takes no
 /// value: `--a-sync` is on_flag("--a-sync", "1") (`--a-sync=0` still gives a value).
 template <class F>
 bool for_each_flag(int argc, const char* const* argv, F&& on_flag, std::initializer_list<std::string_view> switches = {}) {
     for (int i = 1; i < argc; ++i) {
         std::string flag = argv[i] ? argv[i] : "", value;
-        if (flag == "--help" || flag == "-h") return false;
+        if (flag == "--help" || flag == "-h" || flag == "--help-all") return false;
         if (flag.rfind("--", 0) != 0 || flag.size() == 2)
             throw usage_error("unexpected argument '" + flag + "' (see --help)");
         if (const auto eq = flag.find('='); eq != std::string::npos) {

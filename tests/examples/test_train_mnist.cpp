@@ -26,6 +26,7 @@
 #include "support/idx_files.hpp"  // oar_test::idx_bytes: their contents
 #include "support/process.hpp"    // oar_test::run_command: the programs as real processes
 #include "support/toy_mnist.hpp"  // oar_test::write_toy_mnist_set: learnable IDX files
+#include "support/python.hpp"     // oar_test::skip_without_python: no onnxruntime
 #include "support/skip.hpp"       // oar_test::skip: visualdl missing
 #include "support/temp_dir.hpp"   // oar_test::TempDir: the data folder
 
@@ -196,6 +197,30 @@ TEST_CASE("bad flags print the reason and exit with status 2") {
     const Run help = run("--help");
     CHECK(help.status == 0);
     CHECK(help.output.find("usage: train_mnist") != std::string::npos);
+}
+
+TEST_CASE("--help fits on one screen and points to --help-all, which lists every flag the parser takes") {
+    const Run help = run("--help");
+    INFO(help.output);
+    CHECK(help.status == 0);
+    CHECK(help.output.rfind("usage: train_mnist", 0) == 0);
+    CHECK(std::count(help.output.begin(), help.output.end(), '\n') <= 24);
+    CHECK(help.output.find("--help-all") != std::string::npos);
+    const Run all = run("--epochs 3 --help-all --bogus");  // nothing after it is parsed
+    INFO(all.output);
+    CHECK(all.status == 0);
+    CHECK(all.output.rfind("usage: train_mnist", 0) == 0);
+    CHECK(all.output.size() > help.output.size());
+    // Every flag examples/app/train_options.hpp compares against is in --help-all.
+    std::ifstream src(std::string(OAR_SOURCE_DIR) + "/examples/app/train_options.hpp");
+    const std::string code((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
+    const std::regex flag_re("flag == \"(--[a-z-]+)\"");
+    std::size_t flags = 0;
+    for (auto it = std::sregex_iterator(code.begin(), code.end(), flag_re); it != std::sregex_iterator(); ++it, ++flags) {
+        const std::string f = (*it)[1];
+        CHECK_MESSAGE(all.output.find("  " + f + " ") != std::string::npos, f << " is not in --help-all");
+    }
+    CHECK(flags >= 20);
 }
 
 TEST_CASE("unreadable or bad data prints the reason and exits with status 2") {
@@ -375,11 +400,7 @@ TEST_CASE("--export-onnx writes the trained model as ONNX after training; a miss
     CHECK(std::regex_search(r.output, result_line));
     // The course CNN's 20,350 parameters are in it as float initializers.
     CHECK(fs::file_size(model) > 20350 * sizeof(float));
-    if (oar_test::run_command(std::string(OAR_PYTHON) + " -c 'import onnxruntime, onnx' 2>/dev/null").status != 0) {
-        oar_test::skip("onnxruntime (and onnx) not importable by " OAR_PYTHON ": run scripts/setup.sh (it makes .venv "
-                       "with them), then reconfigure");
-        return;
-    }
+    if (oar_test::skip_without_python("numpy, onnx, onnxruntime")) return;
     const fs::path x = tmp.path / "x.bin", y = tmp.path / "y.bin";
     std::ofstream(x, std::ios::binary) << std::string(3 * 784 * sizeof(float), '\0');
     const Run ort = oar_test::run_command(std::string(OAR_PYTHON) + " " OAR_SOURCE_DIR "/tests/io/run_onnx.py " +
