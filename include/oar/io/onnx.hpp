@@ -188,21 +188,27 @@ struct onnx_op<Linear<In, Out>> {
     }
 };
 
-/// Conv2D (weight (OutC, InC, K, K)): Conv with the bias, square kernel, stride and padding.
-template <std::size_t InC, std::size_t OutC, std::size_t K, std::size_t S, std::size_t P>
-struct onnx_op<Conv2D<InC, OutC, K, S, P>> {
-    static std::string emit(onnx_graph& g, const Conv2D<InC, OutC, K, S, P>&, const onnx_layer& at) {
+/// Conv2D (weight (OutC, InC, KH, KW)): Conv with per-axis kernel, stride and padding, and the
+/// bias where the layer has one.
+template <std::size_t InC, std::size_t OutC, Size2 K, Size2 S, Size2 P, Bias HasBias>
+struct onnx_op<Conv2D<InC, OutC, K, S, P, HasBias>> {
+    static std::string emit(onnx_graph& g, const Conv2D<InC, OutC, K, S, P, HasBias>&, const onnx_layer& at) {
         using detail::i64;
         const std::string w = at.prefix + "weight", b = at.prefix + "bias";
-        g.initializer(w, {i64(OutC), i64(InC), i64(K), i64(K)}, g.state(w));
-        g.initializer(b, {i64(OutC)}, g.state(b));
+        g.initializer(w, {i64(OutC), i64(InC), i64(K.h), i64(K.w)}, g.state(w));
         const std::string y = g.fresh(at.prefix + "Conv");
-        auto& n = g.node("Conv", {at.input, w, b}, y);
-        onnx_graph::attr(n, "kernel_shape", {i64(K), i64(K)});
-        onnx_graph::attr(n, "strides", {i64(S), i64(S)});
-        onnx_graph::attr(n, "pads", {i64(P), i64(P), i64(P), i64(P)});
-        onnx_graph::attr(n, "dilations", {1, 1});
-        onnx_graph::attr(n, "group", std::int64_t{1});
+        onnx::NodeProto* n = nullptr;
+        if constexpr (HasBias == Bias::yes) {
+            g.initializer(b, {i64(OutC)}, g.state(b));
+            n = &g.node("Conv", {at.input, w, b}, y);
+        } else {
+            n = &g.node("Conv", {at.input, w}, y);
+        }
+        onnx_graph::attr(*n, "kernel_shape", {i64(K.h), i64(K.w)});
+        onnx_graph::attr(*n, "strides", {i64(S.h), i64(S.w)});
+        onnx_graph::attr(*n, "pads", {i64(P.h), i64(P.w), i64(P.h), i64(P.w)});
+        onnx_graph::attr(*n, "dilations", {1, 1});
+        onnx_graph::attr(*n, "group", std::int64_t{1});
         return y;
     }
 };
@@ -275,12 +281,14 @@ struct onnx_op<Identity> {
 };
 
 /// Dropout exports as in eval mode: an Identity.
-template <std::size_t Percent>
-struct onnx_op<Dropout<Percent>> {
-    static std::string emit(onnx_graph& g, const Dropout<Percent>&, const onnx_layer& at) {
+template <>
+struct onnx_op<Dropout> {
+    static std::string emit(onnx_graph& g, const Dropout&, const onnx_layer& at) {
         return detail::onnx_unary(g, "Identity", at);
     }
 };
+template <std::size_t Percent>
+struct onnx_op<DropoutPercent<Percent>> : onnx_op<Dropout> {};
 
 template <>
 struct onnx_op<ReLU> {
