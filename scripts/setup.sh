@@ -43,13 +43,16 @@ fi
 
 # Python packages that Debian lacks, for the cross-check tests only (readers written by others:
 # TensorBoard's EventAccumulator, VisualDL's LogReader, the safetensors package, Pillow's picture
-# codecs, onnxruntime and onnx's checker): a venv in .venv that also sees Debian's numpy and torch. Skipped with OAR_NO_PIP=1; the
-# tests that need them then skip.
-pip_packages=(tensorboard safetensors pillow visualdl onnxruntime onnx)
+# codecs, onnxruntime and onnx's checker): a venv in .venv that also sees Debian's numpy and torch.
+# numpy stays below 2: Debian's torch 1.13 is built against numpy 1.x and cannot convert arrays
+# under numpy 2 (pip would otherwise pull numpy 2 in for newer pandas or ml_dtypes).
+# Skipped with OAR_NO_PIP=1; the tests that need them then skip.
+pip_packages=(tensorboard safetensors pillow visualdl onnxruntime onnx "numpy<2")
 venv="$repo_root/.venv"
 if [[ "${OAR_NO_PIP:-0}" == 1 ]]; then
   echo "setup: python venv: skipped (OAR_NO_PIP=1)"
-elif [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c 'import tensorboard, safetensors, PIL, visualdl, onnxruntime, onnx' 2>/dev/null; then
+elif [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c 'import tensorboard, safetensors, PIL, visualdl, onnxruntime, onnx, numpy
+assert int(numpy.__version__.split(".")[0]) < 2' 2>/dev/null; then
   echo "setup: python venv (.venv): all present"
 else
   [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv --system-site-packages "$venv"
