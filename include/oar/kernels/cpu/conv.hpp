@@ -153,18 +153,7 @@ struct kernel<op::im2row, basic_cpu<T>> {
 // conv2d_backward_batch, dispatched by the kernel<op::conv2d_*> below.
 }  // namespace oar
 #define OAR_ISA_BODY "conv_body.inc"
-#if OAR_ISA_X86
-#define OAR_ISA_LEVEL 2
-#include "isa/region.inc"
-#undef OAR_ISA_LEVEL
-#define OAR_ISA_LEVEL 1
-#include "isa/region.inc"
-#undef OAR_ISA_LEVEL
-#endif
-#define OAR_ISA_LEVEL 0
-#include "isa/region.inc"
-#undef OAR_ISA_LEVEL
-#undef OAR_ISA_BODY
+#include "isa/every_isa.inc"
 namespace oar {
 
 namespace cpu_detail {

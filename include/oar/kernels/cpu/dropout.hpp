@@ -15,18 +15,7 @@
 
 // The mask loop, once per ISA (isa/region.inc): oar::cpu_detail::isa_<name>::dropout_blocks.
 #define OAR_ISA_BODY "dropout_body.inc"
-#if OAR_ISA_X86
-#define OAR_ISA_LEVEL 2
-#include "isa/region.inc"
-#undef OAR_ISA_LEVEL
-#define OAR_ISA_LEVEL 1
-#include "isa/region.inc"
-#undef OAR_ISA_LEVEL
-#endif
-#define OAR_ISA_LEVEL 0
-#include "isa/region.inc"
-#undef OAR_ISA_LEVEL
-#undef OAR_ISA_BODY
+#include "isa/every_isa.inc"
 
 namespace oar {
 

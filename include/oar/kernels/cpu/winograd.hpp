@@ -86,18 +86,7 @@ bool winograd_applies(std::size_t C, std::size_t M, std::size_t kernel, std::siz
 }  // namespace oar
 
 #define OAR_ISA_BODY "winograd_body.inc"
-#if OAR_ISA_X86
-#define OAR_ISA_LEVEL 2
-#include "isa/region.inc"
-#undef OAR_ISA_LEVEL
-#define OAR_ISA_LEVEL 1
-#include "isa/region.inc"
-#undef OAR_ISA_LEVEL
-#endif
-#define OAR_ISA_LEVEL 0
-#include "isa/region.inc"
-#undef OAR_ISA_LEVEL
-#undef OAR_ISA_BODY
+#include "isa/every_isa.inc"
 
 namespace oar {
 namespace cpu_detail {
