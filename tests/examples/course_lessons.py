@@ -1,0 +1,221 @@
+"""The course's lesson programs 1, 2 and 4 (examples/course/) run for real and their output checked.
+
+    course_lessons.py lesson1|lesson1_mnist|lesson2|lesson4 PROGRAM [SOURCE_DIR]
+
+Each check writes a small generated mnist.json.gz in the course's layout (digit d a bright bar at
+columns 2 + 2d and 3 + 2d over a faint pattern, values x / 127.5 - 1 as the course's file has
+them), runs the program on it, and checks the lines the lesson prints: counts, shapes, that the
+generator's epoch saw every sample, that losses fall, the SVG plots. lesson1_mnist runs lesson 1
+on the real MNIST in SOURCE_DIR/data/mnist (exit 77, a skip, when it is not there).
+Standard library only.
+"""
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+SKIP = 77
+
+
+def fail(msg, out=""):
+    sys.stdout.write(out)
+    sys.stdout.write("\nFAILED: " + msg + "\n")
+    sys.exit(1)
+
+
+def toy_split(n, offset):
+    images, labels = [], []
+    for i in range(n):
+        d = ((i + offset) * 7) % 10
+        img = []
+        for y in range(28):
+            for x in range(28):
+                v = 255 if x in (2 + 2 * d, 3 + 2 * d) else (x * y + i + offset) % 17
+                img.append(v / 127.5 - 1)
+        images.append(img)
+        labels.append(d)
+    return [images, labels]
+
+
+def write_toy_json(path, n_train, n_valid, n_test):
+    data = [toy_split(n_train, 0), toy_split(n_valid, 100000), toy_split(n_test, 200000)]
+    with gzip.open(path, "wt") as f:
+        json.dump(data, f)
+
+
+def run(cmd, expect_status=0):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if p.returncode != expect_status:
+        fail("%s exited with %d, expected %d" % (" ".join(cmd), p.returncode, expect_status), p.stdout)
+    sys.stdout.write(p.stdout)
+    return p.stdout
+
+
+def need(pattern, out, what):
+    m = re.search(pattern, out, re.M)
+    if not m:
+        fail("no line for %s: %s" % (what, pattern), out)
+    return m
+
+
+def check_lesson1(out, counts, batch):
+    n_train, n_valid, n_test = counts
+    need(r"^mnist dataset load done$", out, "load done")
+    need(r"^number of training samples: %d$" % n_train, out, "train count")
+    need(r"^number of validation samples: %d$" % n_valid, out, "valid count")
+    need(r"^number of test samples: %d$" % n_test, out, "test count")
+    for name, n in (("train", n_train), ("valid", n_valid), ("eval", n_test)):
+        m = need(r"^checked %s: (\d+) images, (\d+) labels, each \[1, 28, 28\], values in \[(-?[\d.]+), (-?[\d.]+)\], "
+                 r"labels per class 0-9:((?: \d+){10})$" % name, out, "check of " + name)
+        if int(m.group(1)) != n or int(m.group(2)) != n:
+            fail("%s: %s images and %s labels, expected %d" % (name, m.group(1), m.group(2), n), out)
+        if float(m.group(3)) != -1.0 or float(m.group(4)) != 1.0:
+            fail("%s: values in [%s, %s], expected [-1, 1]" % (name, m.group(3), m.group(4)), out)
+        if sum(int(c) for c in m.group(5).split()) != n:
+            fail("%s: labels per class do not add up to %d" % (name, n), out)
+    need(r"^load_data\('predict'\): .*mode 'predict' is not train, valid, eval or test$", out, "bad mode")
+    m = need(r"^shuffled index_list begins:((?: \d+){8}) \.\.\.$", out, "shuffled indices")
+    first = [int(v) for v in m.group(1).split()]
+    if first == list(range(8)) or len(set(first)) != 8 or max(first) >= n_train:
+        fail("index_list does not look shuffled: %s" % first, out)
+    need(r"^first batch: image shape \[%d, 1, 28, 28\], label shape \[%d\]" % (batch, batch), out, "first batch")
+    full, rest = divmod(n_train, batch)
+    need(r"^one epoch: %d batches \(the last of %d\), %d images; labels per class and checksum of the values equal "
+         r"the train split's: yes$" % (full + (rest > 0), rest or batch, n_train), out, "the generator's epoch")
+    samples = re.findall(r"^sample (\d): image \[784\], values ([\d.]+) ([\d.]+) ([\d.]+) \.\.\., label (\d)$", out, re.M)
+    if [int(s[0]) for s in samples] != list(range(10)):
+        fail("RandomDataset(10) did not print samples 0..9", out)
+    if not all(0 <= float(v) < 1 for s in samples for v in s[1:4]) or len({s[1] for s in samples}) < 9:
+        fail("RandomDataset values are not distinct draws in [0, 1)", out)
+    batches = re.findall(r"^batch_id: (\d+), image shape: \[3, 784\], label shape: \[3\]$", out, re.M)
+    if batches != ["0", "1", "2"]:  # 10 samples in batches of 3, drop_last
+        fail("DataLoader: expected batches 0, 1, 2 of [3, 784], got %s" % batches, out)
+
+
+def lesson1(program, tmp):
+    data = os.path.join(tmp, "mnist.json.gz")
+    write_toy_json(data, 250, 40, 30)
+    check_lesson1(run([program, "--data", data, "--batch-size", "100"]), (250, 40, 30), 100)
+    # A file whose train split has one label too many: the reader's check names the file and the split.
+    bad = os.path.join(tmp, "bad.json.gz")
+    d = [toy_split(20, 0), toy_split(5, 1), toy_split(5, 2)]
+    d[0][1].append(3)
+    with gzip.open(bad, "wt") as f:
+        json.dump(d, f)
+    out = run([program, "--data", bad], expect_status=2)
+    need(r"^course_lesson1_data: .*bad\.json\.gz.*train", out, "the reader's message for a bad file")
+    run([program, "--data", os.path.join(tmp, "missing.json.gz")], expect_status=2)
+
+
+def lesson1_mnist(program, source_dir):
+    folder = os.path.join(source_dir, "data", "mnist")
+    if not os.path.isfile(os.path.join(folder, "train-images-idx3-ubyte.gz")):
+        print("skip: no MNIST in " + folder)
+        sys.exit(SKIP)
+    out = run([program, "--data", folder])
+    check_lesson1(out, (50000, 10000, 10000), 100)
+    # MNIST's own class counts (train = the first 50,000 of its 60,000 training images).
+    need(r"^checked eval: .* 980 1135 1032 1010 982 892 958 1028 974 1009$", out, "the t10k class counts")
+
+
+def svg_curves(path):
+    """The names of the curves in one of oar's SVG plots (its legend texts), after checking it parses."""
+    root = ET.parse(path).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    if root.tag != ns + "svg":
+        fail("%s is not an SVG document" % path)
+    return [t.text for t in root.iter(ns + "text")], list(root.iter(ns + "polyline")) + list(root.iter(ns + "path"))
+
+
+def check_model(out, name, params, last_epoch):
+    need(r"^== %s: %d parameters$" % (name, params), out, name + "'s header")
+    m = need(r"^%s: mean loss epoch 0 ([\d.]+), epoch %d ([\d.]+); valid: mean square error ([\d.]+), rounded "
+             r"prediction right ([\d.]+)$" % (name, last_epoch), out, name + "'s result")
+    first, last, valid_mse = float(m.group(1)), float(m.group(2)), float(m.group(3))
+    if not last < 0.8 * first:
+        fail("%s: the loss did not fall (%g then %g)" % (name, first, last), out)
+    # The labels' variance is 8.25: a model that learned nothing does no better than predicting their mean.
+    if not valid_mse < 6.0:
+        fail("%s: validation mean square error %g is hardly better than predicting the mean" % (name, valid_mse), out)
+
+
+def lesson2(program, tmp):
+    data = os.path.join(tmp, "mnist.json.gz")
+    write_toy_json(data, 400, 100, 10)
+    plot = os.path.join(tmp, "sigmoid.svg")
+    # The course's SGD at 0.001 moves the sigmoid MLP slowly: 1,000 small batches for the two cheap
+    # models, 12 batches of 100 for the CNN.
+    out = run([program, "--data", data, "--models", "linear,mlp", "--epochs", "25", "--batch-size", "10",
+               "--log-every", "20", "--plot", plot])
+    m = need(r"^sigmoid at 80 points x = -8, -7\.8, \.\.\., 7\.8: sigmoid\(-8\) = ([\d.]+), sigmoid\(0\) = ([\d.]+), "
+             r"sigmoid\(7\.8\) = ([\d.]+); plotted to ", out, "the sigmoid line")
+    for got, want in zip(m.groups(), (0.000335, 0.5, 0.999590)):
+        if abs(float(got) - want) > 2e-6:
+            fail("sigmoid value %s, expected %.6f" % (got, want), out)
+    texts, lines = svg_curves(plot)
+    if "sigmoid(x)" not in texts or not lines:
+        fail("sigmoid.svg has no sigmoid(x) curve", out)
+    need(r"^training on 400 images, 25 epochs, batches of 10, SGD learning rate 0\.001, square error$", out, "settings")
+    check_model(out, "linear regression", 785, 24)
+    check_model(out, "sigmoid MLP", 7971, 24)
+    if "== CNN" in out:
+        fail("--models linear,mlp trained the CNN too", out)
+    lines = re.findall(r"^epoch: (\d+), batch: (\d+), loss is: ([\d.]+)$", out, re.M)
+    if len(lines) != 2 * 25 * 2:  # 2 models, 25 epochs, batches 0 and 20 of 40
+        fail("expected 100 loss lines, got %d" % len(lines), out)
+
+    out = run([program, "--data", data, "--models", "cnn", "--epochs", "3", "--log-every", "2", "--plot", plot])
+    check_model(out, "CNN", 11521, 2)
+    if "== linear" in out or "== sigmoid" in out:
+        fail("--models cnn trained other models too", out)
+    run([program, "--models", "rnn"], expect_status=2)
+
+
+def lesson4(program, tmp):
+    data = os.path.join(tmp, "mnist.json.gz")
+    write_toy_json(data, 600, 200, 10)
+    plot = os.path.join(tmp, "optimizers.svg")
+    out = run([program, "--data", data, "--log-every", "2", "--plot", plot])
+    need(r"^training on 600 images, 2 epochs, batches of 100, learning rate 0\.01", out, "the settings line")
+    names = ["SGD", "Momentum", "Adagrad", "Adam"]
+    for name in names:
+        m = need(r"^%s: mean loss epoch 0 ([\d.]+), epoch 1 ([\d.]+); valid accuracy ([\d.]+)$" % name, out,
+                 name + "'s result")
+        first, last, acc = (float(g) for g in m.groups())
+        if not last < first:
+            fail("%s: the loss did not fall (%g then %g)" % (name, first, last), out)
+        if not acc > 0.5:  # ten classes: chance is 0.1
+            fail("%s: validation accuracy %g" % (name, acc), out)
+    texts, lines = svg_curves(plot)
+    if not all(n in texts for n in names) or len(lines) < 4:
+        fail("optimizers.svg lacks a curve of each optimizer (texts: %s)" % texts, out)
+    need(r"^loss curves of the four optimizers \(12 batches each\): %s$" % re.escape(plot), out, "the plot line")
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    which, program = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        if which == "lesson1":
+            lesson1(program, tmp)
+        elif which == "lesson1_mnist":
+            lesson1_mnist(program, sys.argv[3])
+        elif which == "lesson2":
+            lesson2(program, tmp)
+        elif which == "lesson4":
+            lesson4(program, tmp)
+        else:
+            print(__doc__)
+            return 2
+    print("passed: " + which)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
