@@ -52,6 +52,7 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --data PATH          MNIST IDX folder (.gz or raw) or the course's mnist.json.gz
                        (default: $OAR_DATA, else data/mnist, else Debian's Fashion-MNIST)
   --model NAME         linear | sigmoid-mlp | mlp | cnn            (default cnn)
+  --recipe R           best | course: today's defaults, or the course's setup (default best)
   --epochs N           passes over the 50,000 training images       (default 5)
   --batch-size N       images per step                              (default 100)
   --optimizer NAME     sgd | momentum | adagrad | adam               (default adam)
@@ -79,6 +80,11 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
                        else data/mnist in the checkout, else Debian's Fashion-MNIST
                        (/usr/share/datasets/fashion-mnist)
   --model NAME         linear | sigmoid-mlp | mlp | cnn            (default cnn)
+  --recipe R           best | course                                (default best)
+                       best: the defaults below; course: the course's setup for every
+                       flag not given: --init paddle, --lr-schedule none, --l2 0, and
+                       the course's optimizer for the model (linear, sigmoid-mlp: sgd
+                       0.001; mlp, cnn: adam 0.001)
   --epochs N           passes over the 50,000 training images       (default 5)
   --batch-size N       images per step                              (default 100)
   --optimizer NAME     sgd | momentum | adagrad | adam               (default adam)
@@ -105,6 +111,8 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
                        or DIR (its latest); same model, optimizer and seed
   --log-every N        not on a terminal: the course's line every N batches, 0 = never
                        (default 200); on a terminal a progress bar instead
+  --log-style S        auto | course: auto draws the progress bar on a terminal, course
+                       prints the course's lines there too          (default auto)
   --log-dir DIR        write DIR/curves.svg, DIR/train.csv, a TensorBoard event file, a VisualDL
                        record file, and this process's lines to DIR/workerlog.<rank>
                        (default: $OAR_LOG_DIR, which oar-launch --log_dir sets)
@@ -191,8 +199,9 @@ int run(const Config& c, const std::string& path, const std::string& dataset, co
         oar::dist::ParallelContext& par, clock_type::time_point start) {
     say("dataset: %s (%s): train %zu, valid %zu, test %zu images\n", dataset.c_str(), path.c_str(),
         data.train.size(), data.valid.size(), data.test.size());
-    say("model: %s, optimizer: %s, lr %g (%s), L2Decay %g, batch %zu, epochs %zu, seed %llu, init %s, workers %zu\n",
-        c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), lines::describe_schedule(c).c_str(),
+    say("recipe: %s, model: %s, optimizer: %s, lr %g (%s), L2Decay %g, batch %zu, epochs %zu, seed %llu, init %s, "
+        "workers %zu\n",
+        c.recipe.c_str(), c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), lines::describe_schedule(c).c_str(),
         static_cast<double>(c.l2), c.batch_size, c.epochs, static_cast<unsigned long long>(c.seed), c.init.c_str(),
         c.workers);
     if (role)

@@ -155,8 +155,9 @@ int train(const Config& c, const Run& run, const Splits<D>& data, Net& net, auto
                               .seed = c.seed, .eval_batch_size = 1000};
 
     // Under mpirun a rank's stdout is often a pseudo-terminal of Open MPI's even when mpirun's own
-    // output goes to a pipe or a file: data-parallel runs print the course's lines.
-    const bool tty = writer && !par.distributed() && ::isatty(fileno(stdout)) != 0;
+    // output goes to a pipe or a file: data-parallel runs print the course's lines. --log-style
+    // course prints them on a terminal too.
+    const bool tty = writer && !par.distributed() && c.log_style != "course" && ::isatty(fileno(stdout)) != 0;
     Maybe<oar::ProgBarLogger> bar;
     if (tty) bar.c = std::make_unique<oar::ProgBarLogger>(oar::ProgBarOptions{.log_freq = fit.log_freq});
     lines::CourseLog course{tty ? 0 : c.log_every};

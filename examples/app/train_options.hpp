@@ -12,6 +12,7 @@
 #include <exception>    // std::exception: std::stoull / std::stod failures
 #include <initializer_list>  // std::initializer_list: flags without a value
 #include <optional>     // std::optional: nothing to run after --help
+#include <set>          // std::set: the flags given, which a recipe leaves alone
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 #include <vector>       // std::vector: argv as strings, milestones
@@ -179,8 +180,16 @@ inline ScheduleOption parse_schedule(const std::string& v) {
     throw bad("unknown schedule");
 }
 
-/// Everything train_mnist takes, with the course's defaults.
+/// Everything train_mnist takes, with the main job's defaults (--recipe best); --recipe course
+/// changes some of them (apply_recipe).
 struct TrainOptions {
+    /// best | course: the main job's defaults (best), or the course's setup for every flag not
+    /// given (course: Paddle's initialisation, a constant rate, no L2Decay, the optimizer the
+    /// course trains the model with: apply_recipe).
+    std::string recipe = "best";
+    /// auto | course: a progress bar on a terminal and the course's lines elsewhere (auto), or the
+    /// course's lines everywhere (course).
+    std::string log_style = "auto";
     std::string data;  ///< empty: $OAR_DATA, then the defaults
     std::string model = "cnn";
     std::string optimizer = "adam";
@@ -219,11 +228,34 @@ struct TrainOptions {
     std::size_t max_staleness = 1;
 };
 
+/// --recipe course: the course's setup for every setting whose flag was not given (`given`):
+/// Paddle's initialisation, a constant learning rate, no L2Decay, and the optimizer the course
+/// trains the model with: SGD 1e-3 for the regressors (linear, sigmoid-mlp: the course's
+/// `train(model)` of the network-structure lesson), Adam 1e-3 for the classifiers (mlp: the
+/// set_device / launch lesson's Sequential; cnn: the tuning lesson, whose L2Decay(1e-5) is the
+/// "--l2 1e-5" one asks for). --recipe best changes nothing.
+inline void apply_recipe(TrainOptions& c, const std::set<std::string>& given) {
+    if (c.recipe != "course") return;
+    const auto unless = [&](const char* flag, auto& field, auto value) {
+        if (given.count(flag) == 0) field = value;
+    };
+    unless("--init", c.init, std::string("paddle"));
+    unless("--lr-schedule", c.lr_schedule, ScheduleOption{});
+    unless("--l2", c.l2, 0.0f);
+    const bool regressor = c.model == "linear" || c.model == "sigmoid-mlp";
+    unless("--optimizer", c.optimizer, std::string(regressor ? "sgd" : "adam"));
+    unless("--lr", c.lr, 1e-3f);
+}
+
 /// train_mnist's flags; empty when --help was asked for. Throws usage_error naming the flag.
 inline std::optional<TrainOptions> parse_train_options(int argc, const char* const* argv) {
     TrainOptions c;
+    std::set<std::string> given;
     const bool run = for_each_flag(argc, argv, [&](const std::string& flag, const std::string& value) {
+        given.insert(flag);
         if (flag == "--data") c.data = value;
+        else if (flag == "--recipe") c.recipe = value;
+        else if (flag == "--log-style") c.log_style = value;
         else if (flag == "--model") c.model = value;
         else if (flag == "--optimizer") c.optimizer = value;
         else if (flag == "--epochs") c.epochs = parse_count(flag, value, 1);
@@ -251,6 +283,10 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
         else throw unknown_flag(flag);
     }, {"--a-sync"});
     if (!run) return std::nullopt;
+    if (c.recipe != "best" && c.recipe != "course")
+        throw usage_error("--recipe must be best or course, got '" + c.recipe + "'");
+    if (c.log_style != "auto" && c.log_style != "course")
+        throw usage_error("--log-style must be auto or course, got '" + c.log_style + "'");
     if (c.model != "linear" && c.model != "sigmoid-mlp" && c.model != "mlp" && c.model != "cnn")
         throw usage_error("--model must be linear, sigmoid-mlp, mlp or cnn, got '" + c.model + "'");
     if (c.optimizer != "sgd" && c.optimizer != "momentum" && c.optimizer != "adagrad" && c.optimizer != "adam")
@@ -262,6 +298,7 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
         throw usage_error(detail::concat("--batch-size ", c.batch_size, " is more than 16777216"));
     if (c.max_staleness > 1000) throw usage_error(detail::concat("--max-staleness ", c.max_staleness, " is more than 1000"));
     if (c.workers > 1024) throw usage_error(detail::concat("--workers ", c.workers, " is more than 1024"));
+    apply_recipe(c, given);
     if (c.lr_step_per_batch && c.lr_schedule.kind == ScheduleOption::Kind::plateau)
         throw usage_error("--lr-step-per batch: plateau steps on the validation loss, once per epoch");
     if (c.resume == "latest" && c.checkpoint_dir.empty())

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>     // std::strtof, std::strtod: the logged values
 #include <iterator>    // std::istreambuf_iterator
+#include <pty.h>       // forkpty: train_mnist on a terminal
 #include <sys/wait.h>  // waitpid
 #include <unistd.h>    // fork, execv, pipe
 #include <cstdio>
@@ -41,6 +42,26 @@ Run run_program(const std::string& program, const std::string& args) {
 }
 
 Run run(const std::string& args) { return run_program(TRAIN_MNIST, args); }
+
+/// train_mnist with stdout and stderr on a pseudo-terminal (isatty is true there): what it wrote
+/// and its exit status.
+Run run_on_terminal(const std::string& args) {
+    int master = -1;
+    const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", (std::string(TRAIN_MNIST) + " " + args).c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    Run r;
+    char buf[4096];
+    for (ssize_t n; (n = read(master, buf, sizeof buf)) > 0;) r.output.append(buf, static_cast<std::size_t>(n));
+    close(master);  // read ends with EIO once the program has exited and closed the terminal
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
 
 /// What a run learned, without its timings: the course's log lines, each epoch's train and valid
 /// loss and accuracy, and the test line.
@@ -497,6 +518,49 @@ TEST_CASE("--device gpu:N without that GPU (or without CUDA) is refused with a m
     CHECK(per_batch.output.find("train 60, valid 20, test 20 images") != std::string::npos);
     CHECK(per_batch.output.find(", lr 0.000125\n") != std::string::npos);
     CHECK(per_batch.output.find(", lr 1.5625e-05\n") != std::string::npos);
+}
+
+TEST_CASE("--recipe course trains as the course's settings given one by one, and says so in its header line") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 120);
+    write_set(tmp.path, "t10k", 20);
+    const std::string data = "--data " + tmp.path.string() + " --epochs 2 --batch-size 20 --log-every 2";
+    const Run course = run(data + " --recipe course");
+    const Run spelled = run(data + " --init paddle --lr-schedule none --l2 0 --optimizer adam --lr 0.001");
+    const Run best = run(data);
+    INFO(course.output, spelled.output, best.output);
+    REQUIRE((course.status == 0 && spelled.status == 0 && best.status == 0));
+    CHECK(course.output.find("recipe: course, model: cnn, optimizer: adam, lr 0.001 (constant), L2Decay 0, batch 20, "
+                             "epochs 2, seed 0, init paddle,") != std::string::npos);
+    CHECK(best.output.find("recipe: best, model: cnn, optimizer: adam, lr 0.001 (constant), L2Decay 1e-05, batch 20, "
+                           "epochs 2, seed 0, init torch,") != std::string::npos);
+    CHECK(learning(course.output).size() > 200);
+    CHECK(learning(course.output) == learning(spelled.output));
+    CHECK(learning(course.output) != learning(best.output));
+    // The regressors: the course's SGD.
+    const Run linear = run(data + " --recipe course --model linear");
+    INFO(linear.output);
+    CHECK(linear.status == 0);
+    CHECK(linear.output.find("recipe: course, model: linear, optimizer: sgd, lr 0.001 (constant), L2Decay 0,") !=
+          std::string::npos);
+}
+
+TEST_CASE("on a terminal: a progress bar, or with --log-style course the course's lines") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 100);
+    write_set(tmp.path, "t10k", 20);
+    const std::string args = "--data " + tmp.path.string() + " --model mlp --epochs 2 --batch-size 20 --log-every 2";
+    const Run bar = run_on_terminal(args);
+    const Run lines = run_on_terminal(args + " --log-style course");
+    const Run piped = run(args + " --log-style course");
+    INFO(bar.output, lines.output);
+    REQUIRE((bar.status == 0 && lines.status == 0 && piped.status == 0));
+    CHECK(bar.output.find("\rstep ") != std::string::npos);
+    CHECK(bar.output.find("epoch: 0, batch: 0, loss is: ") == std::string::npos);
+    CHECK(lines.output.find("\rstep ") == std::string::npos);
+    const std::regex course_line(R"(\nepoch: 1, batch: 2, loss is: \d+\.\d{4}, acc is: [01]\.\d{4}\r?\n)");
+    CHECK(std::regex_search(lines.output, course_line));
+    CHECK(std::regex_search(piped.output, course_line));
 }
 
 TEST_CASE("with the default schedule a 2-epoch run resumed to 4 epochs ends bit for bit as a 4-epoch run") {

@@ -79,6 +79,37 @@ TEST_CASE("every flag is read, as --flag value and as --flag=value") {
     CHECK_FALSE(oar::parse_train_options({"-h"}).has_value());
 }
 
+TEST_CASE("--recipe course: Paddle init, a constant rate, no L2, the course's optimizer per model; flags given win") {
+    const auto best = parse({});
+    CHECK(best.recipe == "best");
+    CHECK(best.log_style == "auto");
+    const auto cnn = parse({"--recipe", "course"});
+    CHECK(cnn.recipe == "course");
+    CHECK(cnn.init == "paddle");
+    CHECK(cnn.lr_schedule.kind == oar::ScheduleOption::Kind::none);
+    CHECK(cnn.l2 == 0.0f);
+    CHECK(cnn.optimizer == "adam");  // the tuning lesson's Adam(learning_rate=0.001)
+    CHECK(cnn.lr == 1e-3f);
+    CHECK(cnn.log_style == "auto");  // the lines are their own flag
+    for (const std::string m : {"linear", "sigmoid-mlp"}) {  // the network-structure lesson's SGD(0.001)
+        const auto o = parse({"--model", m, "--recipe=course"});
+        CHECK(o.optimizer == "sgd");
+        CHECK(o.lr == 1e-3f);
+    }
+    CHECK(parse({"--recipe", "course", "--model", "mlp"}).optimizer == "adam");  // the launch lesson's Adam()
+    CHECK(parse({"--model", "linear"}).optimizer == "adam");                     // best: today's default
+    // A flag given keeps its value before or after --recipe.
+    const auto asked = parse({"--l2", "1e-5", "--recipe", "course", "--optimizer", "momentum", "--lr", "0.01",
+                              "--init", "torch", "--lr-schedule", "cosine"});
+    CHECK(asked.l2 == 1e-5f);
+    CHECK(asked.optimizer == "momentum");
+    CHECK(asked.lr == 0.01f);
+    CHECK(asked.init == "torch");
+    CHECK(asked.lr_schedule.kind == oar::ScheduleOption::Kind::cosine);
+    CHECK(parse({"--recipe", "course", "--model", "linear", "--lr", "0.01"}).optimizer == "sgd");
+    CHECK(parse({"--log-style", "course"}).log_style == "course");
+}
+
 TEST_CASE("the LR schedules' forms") {
     using K = oar::ScheduleOption::Kind;
     CHECK(oar::parse_schedule("none").kind == K::none);
@@ -156,6 +187,8 @@ TEST_CASE("bad flags and values are usage errors that name the flag and the valu
         {{"--data"}, "--data needs a value (see --help)"},
         {{"stray"}, "unexpected argument 'stray' (see --help)"},
         {{"--"}, "unexpected argument '--'"},
+        {{"--recipe", "paddle"}, "--recipe must be best or course, got 'paddle'"},
+        {{"--log-style", "bar"}, "--log-style must be auto or course, got 'bar'"},
     };
     for (const auto& c : cases) {
         const std::string got = error_of(c.first);
