@@ -33,7 +33,10 @@ public:
     }
 
     void step() {
-        kernel<op::fused_update, B>::run(adagrad_fn{lr_, l2_, eps_}, size(), values(), grads(), moment_.data(), nullptr);
+        this->for_each_decay_run([&](float l2, std::size_t at, std::size_t n) {
+            kernel<op::fused_update, B>::run(adagrad_fn{lr_, l2, eps_}, n, values() + at, grads() + at,
+                                             moment_.data() + at, nullptr);
+        });
     }
     std::vector<typename base::state_view> state() { return {{"moment", view(moment_)}}; }
     /// The options this optimizer runs with (the current learning rate), as SGD::options().

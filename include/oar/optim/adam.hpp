@@ -40,8 +40,10 @@ public:
         ++t_;
         const double bc1 = 1.0 - std::pow(static_cast<double>(b1_), static_cast<double>(t_));
         const double bc2 = std::sqrt(1.0 - std::pow(static_cast<double>(b2_), static_cast<double>(t_)));
-        const adam_fn f{static_cast<float>(lr_ * bc2 / bc1), static_cast<float>(eps_ * bc2), b1_, b2_, l2_};
-        kernel<op::fused_update, B>::run(f, size(), values(), grads(), m_.data(), v_.data());
+        this->for_each_decay_run([&](float l2, std::size_t at, std::size_t n) {
+            const adam_fn f{static_cast<float>(lr_ * bc2 / bc1), static_cast<float>(eps_ * bc2), b1_, b2_, l2};
+            kernel<op::fused_update, B>::run(f, n, values() + at, grads() + at, m_.data() + at, v_.data() + at);
+        });
     }
     std::vector<typename base::state_view> state() { return {{"moment1", view(m_)}, {"moment2", view(v_)}}; }
     /// The options this optimizer runs with (the current learning rate), as SGD::options().

@@ -29,8 +29,10 @@ public:
           mu_(detail::checked_rate("Momentum", "momentum", o.momentum)), nesterov_(o.use_nesterov), velocity_(zeros()) {}
 
     void step() {
-        kernel<op::fused_update, B>::run(momentum_fn{lr_, l2_, mu_, nesterov_}, size(), values(), grads(),
-                                         velocity_.data(), nullptr);
+        this->for_each_decay_run([&](float l2, std::size_t at, std::size_t n) {
+            kernel<op::fused_update, B>::run(momentum_fn{lr_, l2, mu_, nesterov_}, n, values() + at, grads() + at,
+                                             velocity_.data() + at, nullptr);
+        });
     }
     std::vector<typename base::state_view> state() { return {{"velocity", view(velocity_)}}; }
     /// The options this optimizer runs with (the current learning rate), as SGD::options().

@@ -1,10 +1,13 @@
 // What every optimizer shares: the parameters it updates (a network's flat buffers), the
-// learning rate, Paddle's L2Decay regulariser, clear_grad(), and the Optimizer concept.
+// learning rate, Paddle's L2Decay regulariser (for every parameter, or a parameter's own as
+// Paddle's ParamAttr(regularizer=...)), clear_grad(), and the Optimizer concept.
 #pragma once
 
+#include <algorithm>    // std::find_if: a parameter by its key
 #include <cmath>        // std::isfinite
 #include <concepts>     // std::same_as
 #include <cstddef>      // std::size_t
+#include <map>          // std::map: the parameters with their own regularizer, by offset
 #include <span>         // std::span
 #include <string>       // std::string
 #include <utility>      // std::pair
@@ -63,7 +66,48 @@ public:
     void set_learning_rate(float lr) { lr_ = detail::checked_rate(name_, "learning_rate", lr); }
     float l2_decay() const { return l2_; }
 
+    /// Paddle's `ParamAttr(regularizer=L2Decay(c))` on one parameter: the parameter whose state-dict
+    /// key is `key` ("7.weight") has c * param added to its gradient instead of the optimizer's
+    /// weight_decay (a parameter's own regularizer wins, as in Paddle); L2Decay(0) exempts it. Set
+    /// again, the last coefficient counts. Throws value_error naming the key when no parameter has
+    /// it, or the coefficient when it is negative or not finite.
+    void set_regularizer(const std::string& key, L2Decay decay) {
+        const std::string what = detail::concat("L2Decay coefficient of '", key, "'");
+        const float c = detail::checked_rate(name_, what.c_str(), decay.coeff);
+        const auto& entries = params_->entries();
+        const auto it = std::find_if(entries.begin(), entries.end(), [&](const ParamEntry& e) { return e.key == key; });
+        if (it == entries.end()) {
+            std::string keys;
+            for (const ParamEntry& e : entries) keys += (keys.empty() ? "" : ", ") + e.key;
+            throw value_error(detail::concat(name_, ": set_regularizer: no parameter '", key, "' (the parameters: ", keys, ")"));
+        }
+        own_decay_[it->offset] = {it->size, c};
+    }
+    /// The L2Decay coefficient the parameter `key` is decayed with: its own, else the optimizer's.
+    float l2_decay(const std::string& key) const {
+        for (const ParamEntry& e : params_->entries())
+            if (e.key == key) {
+                const auto own = own_decay_.find(e.offset);
+                return own == own_decay_.end() ? l2_ : own->second.coeff;
+            }
+        throw value_error(detail::concat(name_, ": l2_decay: no parameter '", key, "'"));
+    }
+
 protected:
+    /// Calls run(l2, offset, n) over the flat buffer in runs of one L2Decay coefficient, in order:
+    /// one run over everything at the optimizer's coefficient when no parameter has its own.
+    /// The updates are elementwise, so a run updates its elements exactly as one call would.
+    template <class F>
+    void for_each_decay_run(F&& run) const {
+        std::size_t at = 0;
+        for (const auto& [offset, own] : own_decay_) {
+            if (offset > at) run(l2_, at, offset - at);
+            run(own.coeff, offset, own.size);
+            at = offset + own.size;
+        }
+        if (at < size()) run(l2_, at, size() - at);
+    }
+
     std::size_t size() const { return params_->values().size(); }
     value_type* values() { return params_->values().data(); }
     const value_type* grads() const { return params_->grads().data(); }
@@ -76,6 +120,12 @@ protected:
     parameter_set* params_;
     float lr_;
     float l2_;
+    /// The parameters with their own regularizer: offset -> (size, coefficient).
+    struct OwnDecay {
+        std::size_t size = 0;
+        float coeff = 0;
+    };
+    std::map<std::size_t, OwnDecay> own_decay_;
 };
 
 }  // namespace oar

@@ -23,7 +23,11 @@ public:
 
     explicit SGD(parameter_set& params, SGDOptions o = {}) : base("SGD", params, o.learning_rate, o.weight_decay) {}
 
-    void step() { kernel<op::fused_update, B>::run(sgd_fn{lr_, l2_}, size(), values(), grads(), nullptr, nullptr); }
+    void step() {
+        this->for_each_decay_run([&](float l2, std::size_t at, std::size_t n) {
+            kernel<op::fused_update, B>::run(sgd_fn{lr_, l2}, n, values() + at, grads() + at, nullptr, nullptr);
+        });
+    }
     std::vector<typename base::state_view> state() { return {}; }
     /// The options this optimizer runs with (the current learning rate): an equal optimizer over
     /// other parameters (a parameter server's slice) is SGD(other, opt.options()).
