@@ -30,9 +30,17 @@ std::string refusal(int nprocs) {
 }  // namespace
 
 TEST_CASE("dist spawn refuses fewer than one process, and more than one in a build without MPI") {
-    CHECK(refusal(0) == "oar: spawn: nprocs is 0, it must be >= 1");
+    CHECK(refusal(0) == "oar: spawn: nprocs is 0, it must be >= 1 (or -1: one per core)");
+    CHECK(refusal(-2) == "oar: spawn: nprocs is -2, it must be >= 1 (or -1: one per core)");
     CHECK(refusal(2) == "oar: spawn: 2 processes need MPI, and this program was built without it: link it with "
                         "the oar::mpi CMake target");
+}
+
+TEST_CASE("dist spawn with nprocs -1 starts one process per core this process may run on, as nproc counts them") {
+    const oar_test::Run n = oar_test::run_command("env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc");  // its affinity count
+    REQUIRE(n.status == 0);
+    CHECK(oar::dist::spawn_process_count(-1) == std::stoi(n.output));
+    CHECK(oar::dist::spawn_process_count(3) == 3);
 }
 
 #ifdef OAR_SPAWN_MAIN

@@ -5,7 +5,8 @@
 // program runs from main() again until it reaches the same spawn call, which then initialises
 // the parallel environment, runs fn(ctx) and ends the process with fn's status, so nothing after
 // spawn runs in a child. As with Paddle's `if __name__ == "__main__"`, call spawn from main, once,
-// before work the children should not repeat. Linux (/proc), Open MPI's mpirun on PATH.
+// before work the children should not repeat. nprocs -1 starts one process per core this process
+// may run on (Paddle's nprocs=-1 takes every visible device). Linux (/proc), Open MPI's mpirun on PATH.
 #pragma once
 
 #include <cerrno>       // errno
@@ -14,6 +15,7 @@
 #include <cstring>      // std::strerror
 #include <exception>    // std::exception
 #include <fcntl.h>      // O_CLOEXEC: the exec-failure pipe
+#include <sched.h>      // sched_getaffinity, CPU_COUNT: nprocs -1
 #include <fstream>      // std::ifstream: /proc/self/cmdline
 #include <iterator>     // std::istreambuf_iterator
 #include <string>       // std::string
@@ -68,7 +70,21 @@ int run_rank(F& fn, ParallelContext& ctx) {
 }
 }  // namespace detail
 
-/// In the parent: starts `nprocs` copies of this program under mpirun, returns the job's exit
+/// The processes spawn(fn, nprocs) starts: nprocs itself, or for -1 the cores this process may run
+/// on (its CPU affinity, as `nproc` counts them). value_error for 0 or below -1.
+inline int spawn_process_count(int nprocs) {
+    if (nprocs == -1) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+        return 1;
+    }
+    if (nprocs < 1)
+        throw value_error(oar::detail::concat("spawn: nprocs is ", nprocs, ", it must be >= 1 (or -1: one per core)"));
+    return nprocs;
+}
+
+/// In the parent: starts `nprocs` copies (-1: one per core, spawn_process_count) of this program under mpirun, returns the job's exit
 /// status (that of the first rank to fail, or 0; 128 + signal if mpirun was killed). In a child,
 /// or when this process was itself started by a launcher (mpirun, oar-launch): runs fn(ctx) in
 /// this process and exits with its status. fn: int(ParallelContext&) or void(ParallelContext&).
@@ -76,7 +92,7 @@ int run_rank(F& fn, ParallelContext& ctx) {
 /// job, so that no other rank waits for it in a collective.
 template <class F>
 int spawn(F&& fn, int nprocs, const SpawnOptions& opts = {}) {
-    if (nprocs < 1) throw value_error(oar::detail::concat("spawn: nprocs is ", nprocs, ", it must be >= 1"));
+    nprocs = spawn_process_count(nprocs);
     if (std::getenv(spawn_marker) || launched_env()) {
         int status = 0;
         {
