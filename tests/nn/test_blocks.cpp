@@ -1,7 +1,9 @@
 // Tests of oar/nn/blocks.hpp: Residual (identity and projection shortcuts) and Concat against the
 // same layers run as separate networks, finite-difference gradients in training and evaluation
 // mode (nested blocks, BatchNorm inside), the blocks' facts, nested state-dict keys, buffers
-// updated only in training, and the nested summary.
+// updated only in training, and the nested summary. Also a projection Residual inside a Concat
+// branch, whose shortcut input gradient must stay in the block's own arena (it once overwrote the
+// next branch's saved activations), and Dropout inside a Residual body and Concat branches.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/nn/blocks.hpp>  // the header under test
@@ -14,6 +16,8 @@
 #include <oar/layers/activation.hpp>  // ReLU
 #include <oar/layers/batch_norm.hpp>  // BatchNorm2D
 #include <oar/layers/conv2d.hpp>      // Conv2D
+#include <oar/layers/dropout.hpp>     // Dropout
+#include <oar/layers/flatten.hpp>     // Identity
 #include <oar/nn/network.hpp>         // Network
 #include <oar/nn/summary.hpp>         // summary
 #include <oar/testing/gradcheck.hpp>  // gradcheck_network
@@ -206,4 +210,79 @@ TEST_CASE("summary prints a block's inner layers indented under it, with their o
     for (const auto& r : rows)
         if (r.depth == 1 && r.path.rfind("2.", 0) == 0) inner_params += r.params;
     CHECK(inner_params == MixedInfo::param_counts[2] + MixedInfo::buffer_counts[2]);
+}
+
+TEST_CASE("a projection Residual in a Concat branch back-propagates without touching the next branch's saved activations") {
+    // Residual's shortcut input gradient once went to an offset from the body's first layer's
+    // region instead of the block's own: past the block by the body's outputs (here 4 + 4 channels
+    // against a 2-channel input), into the next branch's region, where it overwrote part of the
+    // Conv2D output that branch's ReLU reads in its backward (run after the first branch's).
+    using Proj = Residual<Sequential<Conv2D<2, 4, 3, 1, 1>, ReLU>, Sequential<Conv2D<2, 4, 1>, BatchNorm2D<4>>>;
+    using Branch = Sequential<Conv2D<2, 8, 3, 1, 1>, ReLU>;
+    using Net = oar::Network<Sequential<Concat<1, Proj, Branch>, Conv2D<12, 2, 1>>, oar::Shape<2, 4, 4>, oar::cpu64>;
+    check_gradients<Net>(true);
+    check_gradients<Net>(false);
+}
+
+TEST_CASE("Dropout inside a Residual body and Concat branches: masks reproducible per seed, distinct per layer, off in evaluation") {
+    // y = Concat(drop_a(r), drop_b(r)) with r = x + drop(x): each r is x (dropped) or 3x (kept,
+    // scaled by 2), each branch value 0 or 2r.
+    using Net = oar::Network<Sequential<Residual<Sequential<oar::Identity, oar::Dropout>>, Concat<1, oar::Dropout, oar::Dropout>>,
+                             oar::Shape<2, 4, 4>>;
+    constexpr std::size_t n = 3, per = 2 * 4 * 4;
+    oar::Tensor x(n, oar::make_dims(2, 4, 4));
+    oar_test::fill_random(x.span(), 9);
+    auto run = [&](Net& net) {
+        const auto y = net.forward(x.view());
+        return std::vector<float>(y.data(), y.data() + y.size());
+    };
+    Net a(5), b(5), c(6);
+    a.train();
+    b.train();
+    c.train();
+    const auto ya = run(a);
+    CHECK(run(b) == ya);  // same seed, same masks
+    CHECK(run(c) != ya);  // another seed, other masks
+    CHECK(run(a) != ya);  // the next forward pass draws new masks
+
+    std::size_t kept_body = 0, kept[2] = {0, 0}, same_mask = 0;
+    for (std::size_t s = 0; s < n; ++s)
+        for (std::size_t i = 0; i < per; ++i) {
+            const float xi = x[s * per + i];
+            const float y0 = ya[s * 2 * per + i], y1 = ya[s * 2 * per + per + i];
+            // The residual's value from whichever branch kept it, else both dropped it.
+            const float r = y0 != 0.0f ? y0 / 2.0f : y1 != 0.0f ? y1 / 2.0f : 0.0f;
+            if (r != 0.0f) {
+                REQUIRE((std::abs(r - xi) < 1e-6f || std::abs(r - 3.0f * xi) < 1e-6f));
+                kept_body += std::abs(r - 3.0f * xi) < 1e-6f ? 1 : 0;
+            }
+            if (y0 != 0.0f && y1 != 0.0f) CHECK(y0 == y1);
+            kept[0] += y0 != 0.0f ? 1 : 0;
+            kept[1] += y1 != 0.0f ? 1 : 0;
+            same_mask += (y0 != 0.0f) == (y1 != 0.0f) ? 1 : 0;
+        }
+    // p = 0.5 over 96 values: each layer keeps about half, and the two branches draw their own masks.
+    CHECK(kept_body > 20);
+    CHECK(kept_body < 76);
+    for (const std::size_t k : kept) {
+        CHECK(k > 30);
+        CHECK(k < 66);
+    }
+    CHECK(same_mask < n * per - 20);
+
+    // Evaluation: every Dropout is the identity, so y = (2x, 2x).
+    a.eval();
+    const auto ye = run(a);
+    for (std::size_t s = 0; s < n; ++s)
+        for (std::size_t i = 0; i < per; ++i) {
+            CHECK(ye[s * 2 * per + i] == 2.0f * x[s * per + i]);
+            CHECK(ye[s * 2 * per + per + i] == 2.0f * x[s * per + i]);
+        }
+
+    // Backward applies the mask its forward drew, inside blocks too (the gradient check holds the
+    // forward count fixed, so every evaluation draws the same masks).
+    using Grad = oar::Network<Sequential<Residual<Sequential<Conv2D<2, 2, 3, 1, 1>, oar::Dropout>>,
+                                         Concat<1, Sequential<Conv2D<2, 2, 1>, oar::Dropout>, oar::Dropout>>,
+                              oar::Shape<2, 4, 4>, oar::cpu64>;
+    check_gradients<Grad>(true);
 }
