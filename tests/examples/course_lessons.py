@@ -190,6 +190,10 @@ def lesson4(program, tmp):
             fail("%s: the loss did not fall (%g then %g)" % (name, first, last), out)
         if not acc > 0.5:  # ten classes: chance is 0.1
             fail("%s: validation accuracy %g" % (name, acc), out)
+    # The same initial weights and the same first batch: every optimizer's first loss is the same.
+    firsts = re.findall(r"^== \w+\nepoch: 0, batch: 0, loss is: ([\d.]+)$", out, re.M)
+    if len(firsts) != 4 or len(set(firsts)) != 1:
+        fail("the four runs do not start from the same loss: %s" % firsts, out)
     texts, lines = svg_curves(plot)
     if not all(n in texts for n in names) or len(lines) < 4:
         fail("optimizers.svg lacks a curve of each optimizer (texts: %s)" % texts, out)
