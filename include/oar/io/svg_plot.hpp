@@ -319,7 +319,13 @@ inline void write_file_replacing(const std::filesystem::path& path, std::string_
     std::error_code ec;
     std::filesystem::create_directories(folder, ec);
     if (ec) throw io_error(oar::detail::concat(path.string(), ": cannot create its folder (", ec.message(), ")"));
-    std::string tmpl = (folder / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + ".XXXXXX")).string();
+    // Appended piece by piece: GCC 12's -Wrestrict misreads `"." + std::string&&` (a false positive).
+    std::string name = ".";
+    name += path.filename().string();
+    name += ".tmp.";
+    name += std::to_string(::getpid());
+    name += ".XXXXXX";
+    std::string tmpl = (folder / name).string();
     const int fd = ::mkstemp(tmpl.data());
     if (fd < 0) throw io_error(oar::detail::concat(path.string(), ": cannot create a temporary file beside it (", std::strerror(errno), ")"));
     std::FILE* f = ::fdopen(fd, "wb");
