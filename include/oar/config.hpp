@@ -49,3 +49,16 @@
 #else
 #define OAR_ISA_X86 0
 #endif
+
+// Which of those ISAs are compiled: a mask of 1 (sse2, the baseline: always compiled), 2 (avx2)
+// and 4 (avx512); the default is all of them. A level left out is never chosen at run time (the
+// best compiled level this CPU runs is), so a smaller mask only trades speed on some CPUs for
+// compile time, e.g. -DOAR_ISA_LEVELS=5 (avx512 and the baseline) or 1 (the baseline alone).
+#ifndef OAR_ISA_LEVELS
+#define OAR_ISA_LEVELS 7
+#endif
+#if OAR_ISA_X86
+#define OAR_ISA_COMPILED(level) ((level) == 0 || ((OAR_ISA_LEVELS) >> (level)) & 1)
+#else
+#define OAR_ISA_COMPILED(level) ((level) == 0)
+#endif

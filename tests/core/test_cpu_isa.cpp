@@ -55,18 +55,37 @@ TEST_CASE("OAR_ISA picks the default ISA; empty means the best; bad values throw
     CHECK(oar::default_cpu_isa() == oar::best_cpu_isa());
 }
 
-TEST_CASE("an ISA this CPU lacks is refused by name, never run") {
+TEST_CASE("an ISA this CPU lacks, or this program did not compile, is refused by name, never run") {
     for (oar::cpu_isa isa : {oar::cpu_isa::avx512, oar::cpu_isa::avx2}) {
+        CHECK(oar::cpu_supports(isa) == (oar::cpu_isa_compiled(isa) && oar::cpu_has(isa)));
         if (oar::cpu_supports(isa)) continue;
         const std::string name(oar::cpu_isa_name(isa));
-        CHECK_THROWS_AS(oar::set_cpu_isa(isa), oar::value_error);
+        const std::string expected = oar::cpu_isa_compiled(isa)
+                                         ? "does not support " + name
+                                         : name + " is not compiled into this program (OAR_ISA_LEVELS=";
+        INFO("ISA ", name, ", OAR_ISA_LEVELS ", OAR_ISA_LEVELS);
+        try {
+            oar::set_cpu_isa(isa);
+            FAIL("set_cpu_isa accepted " << name);
+        } catch (const oar::value_error& e) {
+            CHECK(std::string(e.what()).find(expected) != std::string::npos);
+        }
         try {
             (void)oar::parse_cpu_isa(name);
             FAIL("parse_cpu_isa accepted " << name);
         } catch (const oar::value_error& e) {
-            CHECK(std::string(e.what()).find("does not support " + name) != std::string::npos);
+            CHECK(std::string(e.what()).find(expected) != std::string::npos);
         }
     }
+}
+
+TEST_CASE("OAR_ISA_LEVELS decides which ISAs are compiled; the baseline always is") {
+    CHECK(oar::cpu_isa_compiled(oar::cpu_isa::sse2));
+#if OAR_ISA_X86
+    CHECK(oar::cpu_isa_compiled(oar::cpu_isa::avx2) == (((OAR_ISA_LEVELS) & 2) != 0));
+    CHECK(oar::cpu_isa_compiled(oar::cpu_isa::avx512) == (((OAR_ISA_LEVELS) & 4) != 0));
+#endif
+    for (oar::cpu_isa isa : oar::supported_cpu_isas()) CHECK(oar::cpu_isa_compiled(isa));
 }
 
 TEST_CASE("set_cpu_isa switches the active ISA among the supported ones") {

@@ -9,7 +9,7 @@
 #include <string_view>  // std::string_view: ISA names
 #include <vector>       // std::vector: supported_cpu_isas
 
-#include "../config.hpp"  // OAR_ISA_X86
+#include "../config.hpp"  // OAR_ISA_X86, OAR_ISA_LEVELS, OAR_ISA_COMPILED
 #include "error.hpp"      // value_error: an unknown or unsupported OAR_ISA
 
 namespace oar {
@@ -27,8 +27,18 @@ inline constexpr std::string_view cpu_isa_name(cpu_isa isa) {
     }
 }
 
-/// Whether this CPU (and its OS, which must save the wider registers) runs kernels built for isa.
-inline bool cpu_supports(cpu_isa isa) {
+/// Whether the dispatched kernels are compiled for isa (config.hpp: OAR_ISA_LEVELS).
+inline constexpr bool cpu_isa_compiled(cpu_isa isa) {
+    switch (isa) {
+        case cpu_isa::avx512: return OAR_ISA_COMPILED(2);
+        case cpu_isa::avx2: return OAR_ISA_COMPILED(1);
+        default: return true;
+    }
+}
+
+/// Whether this CPU (and its OS, which must save the wider registers) runs kernels built for isa,
+/// whether or not this program compiled them.
+inline bool cpu_has(cpu_isa isa) {
 #if OAR_ISA_X86
     switch (isa) {
         case cpu_isa::avx512:
@@ -43,14 +53,17 @@ inline bool cpu_supports(cpu_isa isa) {
 #endif
 }
 
-/// The best ISA this CPU supports.
+/// Whether the dispatch can run isa here: compiled in, and this CPU has it.
+inline bool cpu_supports(cpu_isa isa) { return cpu_isa_compiled(isa) && cpu_has(isa); }
+
+/// The best ISA this CPU supports and this program compiled.
 inline cpu_isa best_cpu_isa() {
     for (cpu_isa isa : {cpu_isa::avx512, cpu_isa::avx2})
         if (cpu_supports(isa)) return isa;
     return cpu_isa::sse2;
 }
 
-/// Every ISA this CPU supports, best first (what the tests compare).
+/// Every ISA this CPU supports and this program compiled, best first (what the tests compare).
 inline std::vector<cpu_isa> supported_cpu_isas() {
     std::vector<cpu_isa> out;
     for (cpu_isa isa : {cpu_isa::avx512, cpu_isa::avx2, cpu_isa::sse2})
@@ -63,7 +76,12 @@ inline std::vector<cpu_isa> supported_cpu_isas() {
 inline cpu_isa parse_cpu_isa(std::string_view name, std::string_view what = "OAR_ISA") {
     for (cpu_isa isa : {cpu_isa::avx512, cpu_isa::avx2, cpu_isa::sse2}) {
         if (name != cpu_isa_name(isa)) continue;
-        if (!cpu_supports(isa))
+        if (!cpu_isa_compiled(isa))
+            throw value_error(std::string(what) + ": " + std::string(name) +
+                              " is not compiled into this program (OAR_ISA_LEVELS=" +
+                              std::to_string(OAR_ISA_LEVELS) + "; the best it has here is " +
+                              std::string(cpu_isa_name(best_cpu_isa())) + ")");
+        if (!cpu_has(isa))
             throw value_error(std::string(what) + ": this CPU does not support " + std::string(name) +
                               " (it supports up to " + std::string(cpu_isa_name(best_cpu_isa())) + ")");
         return isa;
@@ -103,7 +121,10 @@ inline cpu_isa active_cpu_isa() {
 /// Runs the dispatched kernels on `isa` from now on (tests and benchmarks compare ISAs this way);
 /// an ISA this CPU lacks is an oar::value_error. Set it between passes, not during one.
 inline void set_cpu_isa(cpu_isa isa) {
-    if (!cpu_supports(isa))
+    if (!cpu_isa_compiled(isa))
+        throw value_error("set_cpu_isa: " + std::string(cpu_isa_name(isa)) +
+                          " is not compiled into this program (OAR_ISA_LEVELS=" + std::to_string(OAR_ISA_LEVELS) + ")");
+    if (!cpu_has(isa))
         throw value_error("set_cpu_isa: this CPU does not support " + std::string(cpu_isa_name(isa)));
     detail::cpu_isa_state().store(static_cast<int>(isa), std::memory_order_relaxed);
 }
