@@ -11,10 +11,11 @@
 // pitch) with the runs (conv_dw_stride1), with the bias gradient alongside. Other strides and
 // non-square windows: im2col / im2row + GEMM, col2im for the input gradient, the bias fused by
 // starting C at the bias (beta = 1); a null bias (Conv2D without one) adds and accumulates nothing.
-// Float convolutions with 5x5 kernels, stride 1 and 8+ input and output channels (the course's
-// second one) take Winograd F(2x2, 5x5) instead, forward, input and weight gradient (winograd.hpp),
-// except a last small group of SIMD lanes' samples; set_conv_winograd(false) keeps them on the
-// direct path.
+// Float convolutions with 5x5 or 3x3 kernels, stride 1 and 8+ input and output channels (the
+// course's second one, MyNet's and ResNet8's 3x3 ones) take Winograd F(2x2, 5x5) or F(4x4, 3x3)
+// instead for the forward and input gradient, and for 5x5 the weight gradient too (winograd.hpp,
+// winograd_dw_applies), except a last small group of SIMD lanes' samples; set_conv_winograd(false)
+// keeps them on the direct path.
 // A ReLU after the convolution can be fused (op::conv2d_forward_relu / conv2d_backward_relu, chosen
 // by Network at compile time): the forward applies max(., 0) as the output is copied out (stride 1)
 // or to each sample's output while it is in cache; the backward masks each group's dy in place with
@@ -34,7 +35,7 @@
 #include "bias.hpp"                    // op::bias_add / bias_relu / bias_grad, cpu_detail::sum_run
 #include "elementwise.hpp"             // cpu_detail::relu_mask
 #include "gemm.hpp"                    // op::gemm on cpu, cpu_detail::scratch
-#include "winograd.hpp"                // winograd_conv_batch: float 5x5 stride 1, >= 8 channels
+#include "winograd.hpp"                // winograd_conv_batch: float 5x5 and 3x3 stride 1, >= 8 channels
 #include "isa/dispatch.hpp"            // OAR_ISA_X86, active_cpu_isa
 
 namespace oar {

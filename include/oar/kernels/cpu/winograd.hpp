@@ -1,13 +1,14 @@
-// Winograd F(2x2, 5x5): a stride-1, 5x5 convolution over many channels with 36 multiplications
-// per 2x2 output tile and (input, output) channel pair (a 6x6 input tile gives the 2x2 outputs)
-// instead of 100: about 2.8 times fewer multiply-adds than the direct kernel, for the transforms'
-// cost. Used by conv.hpp (winograd_applies) for float convolutions of at least 8 input and 8
-// output channels: the course's second convolution, forward and input gradient (the same kernel
-// on dy with the flipped weights), and the weight gradient (winograd_dw_batch, the forward's
-// adjoint, below). Interpolation points 0, 1, -1, 2, -2 and infinity (Lavin and Gray, "Fast
-// Algorithms for Convolutional Neural Networks", 2016): the input transform B^T is the one of
-// F(4x4, 3x3), the output transform A^T has entries 0, +-1, +-2 only.
-//   Y = A^T [ (G w G^T) (.) (B^T d B) ] A      for each (output channel, 2x2 tile), summed over c.
+// Winograd F(2x2, 5x5) and F(4x4, 3x3): a stride-1 5x5 (3x3) convolution over many channels with
+// 36 multiplications per 2x2 (4x4) output tile and (input, output) channel pair (a 6x6 input tile
+// gives the outputs) instead of 100 (144): about 2.8 (4) times fewer multiply-adds than the direct
+// kernel, for the transforms' cost. Used by conv.hpp (winograd_applies) for float convolutions of
+// at least 8 input and 8 output channels: the course's second convolution, MyNet's and ResNet8's
+// 3x3 ones; forward and input gradient (the same kernel on dy with the flipped weights), and the
+// weight gradient (winograd_dw_batch, the forward's adjoint; taken for 5x5 only,
+// winograd_dw_applies). Interpolation points 0, 1, -1, 2, -2 and infinity for both (Lavin and
+// Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): one input transform B^T; the
+// output transform A^T has entries 0, +-1, +-2 (2x2 tiles) or up to +-8 (4x4 tiles).
+//   Y = A^T [ (G w G^T) (.) (B^T d B) ] A      for each (output channel, output tile), summed over c.
 // Images are the SIMD lanes: each group of L images (16 with AVX-512, 8 with AVX2, 4 with SSE2: the
 // kernels are compiled for each, isa/winograd_body.inc, and the CPU's best runs) is interleaved
 // (C, Hq, Wq, L) with its zero padding, so every transform is plain vector arithmetic; the sum
@@ -15,7 +16,9 @@
 // micro-tiles. Work is split by (group, tile row) on the default pool; every output is computed
 // by one task in a fixed order, so the bits do not depend on the thread count.
 // Rounding: the weight transform is done in double and rounded once; the input and output
-// transforms add at most a few ulps of the largest input times 25 (|B^T| <= 5 per pass).
+// transforms add at most a few ulps of the largest input times 25 (|B^T| <= 5 per pass), times the
+// output transform's gain (up to 18 per pass for 4x4 tiles, whose outputs therefore carry larger
+// errors than the 2x2 tiles' or the direct kernel's).
 // tests/kernels/cpu/test_winograd.cpp holds it to the direct convolution in double.
 #pragma once
 
@@ -55,7 +58,7 @@ inline std::atomic<int>& winograd_switch() {
 }
 }  // namespace cpu_detail
 
-/// Whether float stride-1 5x5 convolutions of >= 8 input and output channels use the Winograd
+/// Whether float stride-1 5x5 and 3x3 convolutions of >= 8 input and output channels use the Winograd
 /// kernel (the default) or the direct implicit GEMM: for comparisons and benchmarks. Starts as
 /// default_conv_winograd() (OAR_WINOGRAD=0 turns it off; a malformed value throws oar::value_error
 /// from the first convolution that asks). Set it between passes, not during one.
@@ -77,9 +80,20 @@ namespace cpu_detail {
 /// Whether conv.hpp takes the Winograd kernel for a convolution of C input and M output channels.
 template <class T>
 bool winograd_applies(std::size_t C, std::size_t M, std::size_t kernel, std::size_t stride) {
-    return std::is_same_v<T, float> && kernel == 5 && stride == 1 && C >= 8 && M >= 8 && conv_winograd();
+    return std::is_same_v<T, float> && (kernel == 5 || kernel == 3) && stride == 1 && C >= 8 && M >= 8 &&
+           conv_winograd();
 }
 
+
+/// Whether conv.hpp takes Winograd's weight gradient too: for 5x5 windows. For 3x3 ones the direct
+/// weight gradient (conv.hpp's dot products on pitched copies) measures as fast or faster on the
+/// shapes of MyNet and ResNet8 (docs/BENCHMARKS.md, "Winograd F(4x4, 3x3)"): with 4x4 output tiles
+/// an image has few tiles, and the per-group partial sums and their final pass cost as much as the
+/// multiply-adds saved. winograd_dw_batch still computes it (tested like the 5x5 one).
+template <class T>
+bool winograd_dw_applies(std::size_t C, std::size_t M, std::size_t kernel, std::size_t stride) {
+    return kernel == 5 && winograd_applies<T>(C, M, kernel, stride);
+}
 
 /// The per-ISA kernels (isa/winograd_body.inc), called through the dispatchers below.
 }  // namespace cpu_detail
@@ -122,18 +136,19 @@ std::size_t winograd_images(std::size_t n) {
     OAR_WINO_DISPATCH(winograd_images<T>, n)
 }
 
-/// y (n, M, OH, OW) = conv(x, w) + bias, stride 1, 5x5, padding pad, at the active ISA.
+/// y (n, M, OH, OW) = conv(x, w) + bias, stride 1, K x K (K = 5 or 3), padding pad, at the active ISA.
 template <bool Relu, class T>
-void winograd_conv_batch(std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M, std::size_t n,
-                         const T* x, const T* w, const T* bias, T* y) {
-    OAR_WINO_DISPATCH(winograd_conv_batch<Relu>, C, H, W, pad, M, n, x, w, bias, y)
+void winograd_conv_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
+                         std::size_t n, const T* x, const T* w, const T* bias, T* y) {
+    OAR_WINO_DISPATCH(winograd_conv_batch<Relu>, K, C, H, W, pad, M, n, x, w, bias, y)
 }
 
-/// dw (M, C, 5, 5) += the weight gradient of the stride-1 5x5 convolution, at the active ISA.
+/// dw (M, C, K, K) += the weight gradient of the stride-1 K x K convolution (K = 5 or 3), at the
+/// active ISA.
 template <class T>
-void winograd_dw_batch(std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M, std::size_t n,
-                       const T* x, const T* dy, T* dw) {
-    OAR_WINO_DISPATCH(winograd_dw_batch, C, H, W, pad, M, n, x, dy, dw)
+void winograd_dw_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
+                       std::size_t n, const T* x, const T* dy, T* dw) {
+    OAR_WINO_DISPATCH(winograd_dw_batch, K, C, H, W, pad, M, n, x, dy, dw)
 }
 #undef OAR_WINO_DISPATCH
 
