@@ -1,12 +1,13 @@
 """The course's lesson programs 1, 2 and 4 (examples/course/) run for real and their output checked.
 
-    course_lessons.py lesson1|lesson1_mnist|lesson2|lesson4 PROGRAM [SOURCE_DIR]
+    course_lessons.py lesson1|lesson1_mnist|lesson2|lesson2_mnist|lesson4 PROGRAM [SOURCE_DIR]
 
 Each check writes a small generated mnist.json.gz in the course's layout (digit d a bright bar at
 columns 2 + 2d and 3 + 2d over a faint pattern, values x / 127.5 - 1 as the course's file has
 them), runs the program on it, and checks the lines the lesson prints: counts, shapes, that the
-generator's epoch saw every sample, that losses fall, the SVG plots. lesson1_mnist runs lesson 1
-on the real MNIST in SOURCE_DIR/data/mnist (exit 77, a skip, when it is not there).
+generator's epoch saw every sample, that losses fall, the SVG plots. lesson1_mnist and
+lesson2_mnist run lessons 1 and 2 (its two small models) on the real MNIST in SOURCE_DIR/data/mnist
+(exit 77, a skip, when it is not there).
 Standard library only.
 """
 import gzip
@@ -131,12 +132,12 @@ def svg_curves(path):
     return [t.text for t in root.iter(ns + "text")], list(root.iter(ns + "polyline")) + list(root.iter(ns + "path"))
 
 
-def check_model(out, name, params, last_epoch):
+def check_model(out, name, params, last_epoch, fall=0.8):
     need(r"^== %s: %d parameters$" % (name, params), out, name + "'s header")
     m = need(r"^%s: mean loss epoch 0 ([\d.]+), epoch %d ([\d.]+); valid: mean square error ([\d.]+), rounded "
              r"prediction right ([\d.]+)$" % (name, last_epoch), out, name + "'s result")
     first, last, valid_mse = float(m.group(1)), float(m.group(2)), float(m.group(3))
-    if not last < 0.8 * first:
+    if not last < fall * first:
         fail("%s: the loss did not fall (%g then %g)" % (name, first, last), out)
     # The labels' variance is 8.25: a model that learned nothing does no better than predicting their mean.
     if not valid_mse < 6.0:
@@ -175,6 +176,20 @@ def lesson2(program, tmp):
     run([program, "--models", "rnn"], expect_status=2)
 
 
+def lesson2_mnist(program, source_dir, tmp):
+    folder = os.path.join(source_dir, "data", "mnist")
+    if not os.path.isfile(os.path.join(folder, "train-images-idx3-ubyte.gz")):
+        print("skip: no MNIST in " + folder)
+        sys.exit(SKIP)
+    # The two cheap models on the first 5,000 real training images, 2,000 batches of 10; the
+    # validation error is over MNIST's 10,000 validation images.
+    out = run([program, "--data", folder, "--models", "linear,mlp", "--epochs", "4", "--train-size", "5000",
+               "--batch-size", "10", "--log-every", "250", "--plot", os.path.join(tmp, "sigmoid.svg")])
+    need(r"^training on 5000 images, 4 epochs, batches of 10, SGD learning rate 0\.001, square error$", out, "settings")
+    check_model(out, "linear regression", 785, 3, fall=0.9)
+    check_model(out, "sigmoid MLP", 7971, 3)
+
+
 def lesson4(program, tmp):
     data = os.path.join(tmp, "mnist.json.gz")
     write_toy_json(data, 600, 200, 10)
@@ -210,6 +225,8 @@ def main():
             lesson1(program, tmp)
         elif which == "lesson1_mnist":
             lesson1_mnist(program, sys.argv[3])
+        elif which == "lesson2_mnist":
+            lesson2_mnist(program, sys.argv[3], tmp)
         elif which == "lesson2":
             lesson2(program, tmp)
         elif which == "lesson4":
