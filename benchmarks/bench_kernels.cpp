@@ -215,30 +215,30 @@ const bool gemm_registered = [] {
     return true;
 }();
 
-/// One layer bound alone, batch 100: forward, or forward + backward (with input gradient). With
+/// One layer bound alone, batch Batch (100 unless given): forward, or forward + backward (with input gradient). With
 /// Winograd false, the convolutions that would take the Winograd kernel run the direct one (the
 /// *_direct rows): GFLOP/s counts the direct convolution's FLOPs either way, so Winograd's is an
 /// effective rate and may pass the peak.
-template <class L, class In, bool Backward, bool Winograd = true>
+template <class L, class In, bool Backward, bool Winograd = true, std::size_t Batch = 100>
 void layer_bench(benchmark::State& state) {
     const bool was = conv_winograd();
     set_conv_winograd(Winograd);
     using Single = Network<Sequential<L>, In>;  // backward with dx, so the input gradient is timed too
     Single net(1);
-    Tensor x(100, In::dims);
+    Tensor x(Batch, In::dims);
     fill(x.data(), x.size(), 3);
     auto y = net.forward(x);
-    Tensor dy(100, y.dims()), dx(100, In::dims);
+    Tensor dy(Batch, y.dims()), dx(Batch, In::dims);
     fill(dy.data(), dy.size(), 4);
     for (auto _ : state) {
         net.forward(x);
         if constexpr (Backward) net.backward(dy, dx);
         benchmark::ClobberMemory();
     }
-    flop_counters(state, double(Single::info::total_flops) * 100.0 * (Backward ? 3.0 : 1.0));
+    flop_counters(state, double(Single::info::total_flops) * double(Batch) * (Backward ? 3.0 : 1.0));
     // Bytes of the activations read and written (x, y; with backward also dy, dx): for the
     // memory-bound layers.
-    const double bytes = 4.0 * 100.0 * double(In::dims.size() + Single::info::dims[1].size()) * (Backward ? 2.5 : 1.0);
+    const double bytes = 4.0 * double(Batch) * double(In::dims.size() + Single::info::dims[1].size()) * (Backward ? 2.5 : 1.0);
     state.counters["GB/s"] = benchmark::Counter(bytes * double(state.iterations()), benchmark::Counter::kIsRate,
                                                 benchmark::Counter::kIs1000);
     set_conv_winograd(was);
@@ -250,6 +250,32 @@ BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, false>)->Name(
 BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, true>)->Name("conv2_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, false, false>)->Name("conv2_forward_direct")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<Conv2D<20, 20, 5, 1, 2>, Shape<20, 14, 14>, true, false>)->Name("conv2_fwd_bwd_direct")->Unit(benchmark::kMillisecond)->UseRealTime();
+// The 3x3 stride-1 convolutions of MyNet (models/course.hpp: 32 -> 64 channels on 15 x 15, 64 -> 64
+// on 6 x 6, no padding) and ResNet8 (models/resnet.hpp: 16 channels on 32 x 32, 32 on 16 x 16,
+// padding 1), at batch 128 and 32; the *_direct rows run the implicit GEMM instead of Winograd.
+#define OAR_BENCH_CONV3(name, L, In, B)                                                                            \
+    BENCHMARK(layer_bench<L, In, false, true, B>)->Name(name "_forward")->Unit(benchmark::kMillisecond)->UseRealTime(); \
+    BENCHMARK(layer_bench<L, In, true, true, B>)->Name(name "_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();  \
+    BENCHMARK(layer_bench<L, In, false, false, B>)                                                                   \
+        ->Name(name "_forward_direct")                                                                               \
+        ->Unit(benchmark::kMillisecond)                                                                              \
+        ->UseRealTime();                                                                                             \
+    BENCHMARK(layer_bench<L, In, true, false, B>)->Name(name "_fwd_bwd_direct")->Unit(benchmark::kMillisecond)->UseRealTime();
+using MyNetConv2 = Conv2D<32, 64, 3>;
+using MyNetConv2In = Shape<32, 15, 15>;
+using MyNetConv3 = Conv2D<64, 64, 3>;
+using MyNetConv3In = Shape<64, 6, 6>;
+using ResNetConv16 = Conv2D<16, 16, 3, 1, 1>;
+using ResNetConv16In = Shape<16, 32, 32>;
+using ResNetConv32 = Conv2D<32, 32, 3, 1, 1>;
+using ResNetConv32In = Shape<32, 16, 16>;
+OAR_BENCH_CONV3("mynet_conv2_b128", MyNetConv2, MyNetConv2In, 128)
+OAR_BENCH_CONV3("mynet_conv3_b128", MyNetConv3, MyNetConv3In, 128)
+OAR_BENCH_CONV3("mynet_conv2_b32", MyNetConv2, MyNetConv2In, 32)
+OAR_BENCH_CONV3("mynet_conv3_b32", MyNetConv3, MyNetConv3In, 32)
+OAR_BENCH_CONV3("resnet_conv16_b128", ResNetConv16, ResNetConv16In, 128)
+OAR_BENCH_CONV3("resnet_conv32_b128", ResNetConv32, ResNetConv32In, 128)
+#undef OAR_BENCH_CONV3
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, false>)->Name("pool1_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, true>)->Name("pool1_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 14, 14>, false>)->Name("pool2_forward")->Unit(benchmark::kMillisecond)->UseRealTime();

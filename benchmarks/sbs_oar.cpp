@@ -1,9 +1,11 @@
 // One side-by-side job in oar: train or infer the course's CNN or MLP on synthetic MNIST-shaped
-// data, and print images/s and the peak RSS. benchmarks/side_by_side.sh runs it beside the same
-// job in libtorch (sbs_torch.cpp) and PaddlePaddle (sbs_paddle.py).
-//   sbs_oar <cnn|mlp> <train|infer> <threads> <batch> <steps>
+// data, or MyNet / ResNet8 on synthetic CIFAR-shaped data, and print images/s and the peak RSS.
+// benchmarks/side_by_side.sh runs the CNN and MLP beside the same job in libtorch (sbs_torch.cpp)
+// and PaddlePaddle (sbs_paddle.py).
+//   sbs_oar <cnn|mlp|mynet|resnet8> <train|infer> <threads> <batch> <steps>
 //   -> "img_per_sec=<best of 3 rounds> peak_rss_mb=<ru_maxrss>"
-#include <oar/models/course.hpp>     // course::CNN, course::MLP
+#include <oar/models/course.hpp>     // course::CNN, course::MLP, course::MyNet
+#include <oar/models/resnet.hpp>     // models::ResNet8
 #include <oar/oar.hpp>               // the library
 #include <oar/core/thread_pool.hpp>  // set_num_threads
 
@@ -23,12 +25,12 @@ using namespace oar;
 using CNN = course::CNN;
 using MLP = course::MLP;
 
-template <class Seq>
+template <class Seq, class In = Shape<1, 28, 28>>
 double run(bool train, std::size_t batch, std::size_t steps) {
-    Network<Seq, Shape<1, 28, 28>> net(1);
+    Network<Seq, In> net(1);
     Adam opt(net.parameters(), {.learning_rate = 1e-3f});
     CrossEntropyLoss<> ce;
-    Tensor x(batch, make_dims(1, 28, 28));
+    Tensor x(batch, In::dims);
     const CounterRng rng{5};
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = rng.uniform(0, i);  // pixels in [0, 1)
     std::vector<std::int64_t> y(batch);
@@ -58,20 +60,23 @@ double run(bool train, std::size_t batch, std::size_t steps) {
 
 int main(int argc, char** argv) {
     if (argc != 6) {
-        std::fprintf(stderr, "usage: sbs_oar <cnn|mlp> <train|infer> <threads> <batch> <steps>\n");
+        std::fprintf(stderr, "usage: sbs_oar <cnn|mlp|mynet|resnet8> <train|infer> <threads> <batch> <steps>\n");
         return 2;
     }
     const std::string model = argv[1], mode = argv[2];
     const std::size_t threads = std::strtoul(argv[3], nullptr, 10), batch = std::strtoul(argv[4], nullptr, 10),
                       steps = std::strtoul(argv[5], nullptr, 10);
-    if ((model != "cnn" && model != "mlp") || (mode != "train" && mode != "infer") || threads == 0 || batch == 0 ||
+    if ((model != "cnn" && model != "mlp" && model != "mynet" && model != "resnet8") || (mode != "train" && mode != "infer") || threads == 0 || batch == 0 ||
         steps == 0) {
         std::fprintf(stderr, "sbs_oar: bad arguments\n");
         return 2;
     }
     set_num_threads(threads);
     const bool train = mode == "train";
-    const double ips = model == "cnn" ? run<CNN>(train, batch, steps) : run<MLP>(train, batch, steps);
+    const double ips = model == "cnn"     ? run<CNN>(train, batch, steps)
+                       : model == "mlp"   ? run<MLP>(train, batch, steps)
+                       : model == "mynet" ? run<course::MyNet, course::CifarImage>(train, batch, steps)
+                                          : run<models::ResNet8<>, course::CifarImage>(train, batch, steps);
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     std::printf("img_per_sec=%.0f peak_rss_mb=%.1f\n", ips, double(ru.ru_maxrss) / 1024.0);
