@@ -33,5 +33,5 @@ stage() {
 stage setup     scripts/setup.sh
 stage configure cmake --preset "$preset"
 stage build     cmake --build --preset "$preset" -j"$jobs"
-stage test      ctest --preset "$preset" --output-on-failure
+stage test      ctest --preset "$preset" --output-on-failure --no-tests=error
 report
