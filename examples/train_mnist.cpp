@@ -232,13 +232,28 @@ int run(const Config& c, const std::string& path, const std::string& dataset, co
     return mnist_job::run_model<oar::course::CNN, oar::cpu>(c, job, data, comm);
 }
 
+/// The folder that `flag` names, made if missing, before anything trains: io_error naming the flag
+/// and the folder when it cannot be made or is a file. Files written there later (logs,
+/// checkpoints) name themselves when their own write fails.
+void make_folder(const char* flag, const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir))
+        throw oar::io_error(oar::detail::concat(flag, " ", dir, ": cannot make the folder (",
+                                                ec ? ec.message() : std::string("a file is in the way"),
+                                                "; expected a folder that can be written)"));
+}
+
 /// This rank's log file in --log-dir (or $OAR_LOG_DIR), as paddle.distributed.launch's workerlog.N.
 void open_log(Config& c, const oar::dist::ParallelContext& par) {
+    const char* flag = "--log-dir";
     if (c.log_dir.empty())
-        if (const char* env = std::getenv("OAR_LOG_DIR"); env && *env) c.log_dir = env;
+        if (const char* env = std::getenv("OAR_LOG_DIR"); env && *env) {
+            c.log_dir = env;
+            flag = "$OAR_LOG_DIR";
+        }
     if (c.log_dir.empty()) return;
-    std::error_code ec;
-    std::filesystem::create_directories(c.log_dir, ec);
+    make_folder(flag, c.log_dir);
     const std::string file = (std::filesystem::path(c.log_dir) / ("workerlog." + std::to_string(par.rank()))).string();
     out.log = std::fopen(file.c_str(), "w");
     if (!out.log) throw oar::io_error(oar::detail::concat(file, ": cannot open the log for writing"));
@@ -337,7 +352,11 @@ int main(int argc, char** argv) {
             if (!std::filesystem::is_directory(folder))
                 throw oar::io_error(oar::detail::concat("--export-onnx ", c.export_onnx, ": folder ", folder.string(),
                                                         " does not exist (expected PATH in an existing folder)"));
+            if (std::filesystem::is_directory(c.export_onnx))
+                throw oar::io_error(oar::detail::concat("--export-onnx ", c.export_onnx,
+                                                        ": is a folder (expected a file path such as model.onnx)"));
         }
+        if (!c.checkpoint_dir.empty()) make_folder("--checkpoint-dir", c.checkpoint_dir);
         open_log(c, par);
         const auto [path, dataset] = locate_data(c);
         if (std::filesystem::is_directory(path)) {

@@ -79,6 +79,12 @@ inline double parse_rate(const std::string& flag, const std::string& v) {
     return x;
 }
 
+/// A path flag's value: not empty (`--data=` would otherwise silently mean "the default").
+inline std::string parse_path(const std::string& flag, const std::string& v, const char* what) {
+    if (v.empty()) throw usage_error(detail::concat(flag, " needs ", what, ", got ''"));
+    return v;
+}
+
 /// --device cpu | gpu | gpu:N.
 struct DeviceOption {
     enum class Kind { cpu, gpu } kind = Kind::cpu;
@@ -253,7 +259,7 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
     std::set<std::string> given;
     const bool run = for_each_flag(argc, argv, [&](const std::string& flag, const std::string& value) {
         given.insert(flag);
-        if (flag == "--data") c.data = value;
+        if (flag == "--data") c.data = parse_path(flag, value, "a folder of IDX files or a mnist.json(.gz) file");
         else if (flag == "--recipe") c.recipe = value;
         else if (flag == "--log-style") c.log_style = value;
         else if (flag == "--model") c.model = value;
@@ -267,10 +273,10 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
         else if (flag == "--log-every") c.log_every = parse_count(flag, value, 0);
         else if (flag == "--workers") c.workers = parse_count(flag, value, 0);
         else if (flag == "--device") c.device = parse_device(value);
-        else if (flag == "--checkpoint-dir") c.checkpoint_dir = value;
-        else if (flag == "--resume") c.resume = value;
-        else if (flag == "--log-dir") c.log_dir = value;
-        else if (flag == "--export-onnx") c.export_onnx = value;
+        else if (flag == "--checkpoint-dir") c.checkpoint_dir = parse_path(flag, value, "a folder");
+        else if (flag == "--resume") c.resume = parse_path(flag, value, "latest, DIR/STEM or DIR");
+        else if (flag == "--log-dir") c.log_dir = parse_path(flag, value, "a folder");
+        else if (flag == "--export-onnx") c.export_onnx = parse_path(flag, value, "a file path such as model.onnx");
         else if (flag == "--lr-schedule") c.lr_schedule = parse_schedule(value);
         else if (flag == "--lr-step-per") {
             if (value != "epoch" && value != "batch")

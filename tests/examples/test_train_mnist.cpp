@@ -400,6 +400,39 @@ TEST_CASE("--log-dir holds the SVG curves, the CSV, a TensorBoard event file and
     }
 }
 
+TEST_CASE("folder and file flags that cannot work are refused before training, naming the flag and the expected form") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 40);
+    write_set(tmp.path, "t10k", 10);
+    const std::string data = "--data " + tmp.path.string() + " --epochs 1 --batch-size 20 --log-every 0";
+    std::ofstream(tmp.path / "a_file") << "x";
+    const fs::path file = tmp.path / "a_file";
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"--checkpoint-dir " + file.string(), "--checkpoint-dir " + file.string() + ": cannot make the folder ("},
+        {"--log-dir " + (file / "sub").string(), "--log-dir " + (file / "sub").string() + ": cannot make the folder ("},
+        {"--data=", "--data needs a folder of IDX files or a mnist.json(.gz) file, got ''"},
+        {"--resume " + (tmp.path / "nope").string(), "--resume " + (tmp.path / "nope").string() + ": no checkpoint there (expected "},
+    };
+    for (const auto& c : cases) {
+        const Run r = run(data + " " + c.first);
+        INFO(c.first, " -> ", r.output);
+        CHECK(r.status == 2);
+        CHECK(r.output.find("train_mnist: oar: " + c.second) != std::string::npos);
+        CHECK(r.output.find("\nepoch ") == std::string::npos);  // nothing trained (no epoch line)
+    }
+    const Run env = oar_test::run_command("OAR_LOG_DIR=" + (file / "sub").string() + " " + TRAIN_MNIST + " " + data + " 2>&1");
+    INFO(env.output);
+    CHECK(env.status == 2);
+    CHECK(env.output.find("$OAR_LOG_DIR " + (file / "sub").string() + ": cannot make the folder (") != std::string::npos);
+#if OAR_TRAIN_MNIST_HAS_ONNX
+    const Run dir = run(data + " --export-onnx " + tmp.path.string());
+    INFO(dir.output);
+    CHECK(dir.status == 2);
+    CHECK(dir.output.find("--export-onnx " + tmp.path.string() + ": is a folder (expected a file path such as model.onnx)") !=
+          std::string::npos);
+#endif
+}
+
 TEST_CASE("--export-onnx writes the trained model as ONNX after training; a missing folder is refused before") {
     TempDir tmp;
     write_set(tmp.path, "train", 120);
