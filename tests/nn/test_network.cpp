@@ -475,3 +475,73 @@ TEST_CASE("training steps with the fused ReLU give the bits of steps run layer b
     const CNN init(3);
     CHECK(pf != std::vector<float>(init.parameters().values().begin(), init.parameters().values().end()));
 }
+
+namespace {
+/// A Conv2D, a fused ReLU and a run of three activations after it (one with a setting), a pool, a
+/// Linear and a run of two, a Linear and a lone GELU (no chain).
+using Chains = Sequential<Conv2D<2, 3, 3, 1, 1>, ReLU, LeakyReLU, Tanh, Hardswish, MaxPool2D<2>, Flatten,
+                          Linear<48, 6>, GELU, ELU, Linear<6, 4>, GELU>;
+using ChainNet = Network<Chains, Shape<2, 8, 8>>;
+}  // namespace
+
+TEST_CASE("runs of two or more activations are chains at compile time, a ReLU fused into its producer not counted") {
+    static_assert(ChainNet::fuses_relu(0));
+    static_assert(ChainNet::chain_length(1) == 0 && ChainNet::chain_length(2) == 3);
+    static_assert(ChainNet::chain_length(3) == 0 && ChainNet::chain_length(4) == 0);
+    static_assert(ChainNet::chain_length(8) == 2 && ChainNet::chain_length(11) == 0);
+    using Lone = Network<Sequential<Linear<4, 4>, Tanh, Linear<4, 4>, ReLU, Sigmoid, Sigmoid>, Shape<4>>;
+    static_assert(Lone::chain_length(1) == 0 && Lone::fuses_relu(2) && Lone::chain_length(4) == 2);
+    using Starts = Network<Sequential<Sigmoid, ReLU, Linear<4, 4>>, Shape<4>>;  // a chain on the input
+    static_assert(Starts::chain_length(0) == 2);
+    static_assert(CNN::chain_length(1) == 0 && CNN::chain_length(4) == 0);  // the course CNN: ReLUs only
+}
+
+TEST_CASE("chained activations: forward, backward and the input gradient equal the layers one by one, bit for bit") {
+    // LeakyReLU{-0.5f}: a setting the chain must carry (the default slope gives other bits).
+    const Chains seq{{}, {}, LeakyReLU{-0.5f}, {}, {}, {}, {}, {}, {}, ELU{0.3f}, {}, {}};
+    for (const bool train : {true, false}) {
+        INFO("train=", train);
+        ChainNet a(seq, 4), b(seq, 4);
+        if (!train) {
+            a.eval();
+            b.eval();
+        }
+        const Tensor x = ramp(5, make_dims(2, 8, 8), 3.0f);
+        CountForward seen;
+        const auto fused = copy_of(a.forward(x));
+        const auto plain = copy_of(b.forward(x, seen));
+        CHECK(seen.calls == ChainNet::num_layers);
+        CHECK(fused == plain);
+        // Inside a chain the activations are its output; its input and output are the layers'.
+        CHECK(a.activation(3).data() == a.activation(5).data());
+        CHECK(a.activation(4).data() == a.activation(5).data());
+        CHECK(a.activation(9).data() == a.activation(10).data());
+        CHECK(copy_of(a.activation(5)) == copy_of(b.activation(5)));
+        CHECK(copy_of(a.activation(8)) == copy_of(b.activation(8)));
+        CHECK(copy_of(a.activation(3)) != copy_of(b.activation(3)));  // b kept the LeakyReLU's own output
+        Tensor dy = ramp(5, a.activation(ChainNet::num_layers).dims(), 0.5f);
+        Tensor dxa(5, make_dims(2, 8, 8)), dxb(5, make_dims(2, 8, 8));
+        CountBackward watched;
+        a.backward(dy, dxa);
+        b.backward(dy, dxb, watched);
+        CHECK(watched.calls == ChainNet::num_layers);
+        CHECK(grads_of(a) == grads_of(b));
+        CHECK(copy_of(dxa) == copy_of(dxb));
+        double s = 0;
+        for (float v : copy_of(dxa)) s += std::abs(v);
+        CHECK(s > 0);
+    }
+    // With the default slope the output differs: the chain does use the layer's value.
+    ChainNet d(4);
+    CHECK(copy_of(d.forward(ramp(5, make_dims(2, 8, 8), 3.0f))) != copy_of(ChainNet(seq, 4).forward(ramp(5, make_dims(2, 8, 8), 3.0f))));
+}
+
+TEST_CASE("a network with chained activations matches finite differences in double precision") {
+    using Net = Network<Sequential<Linear<5, 6>, GELU, Tanh, LeakyReLU, Linear<6, 4>, ELU, Hardswish, Sigmoid>,
+                        Shape<5>, cpu64>;
+    static_assert(Net::chain_length(1) == 3 && Net::chain_length(5) == 3);
+    const auto r = testing::gradcheck_network<Net>({.batch = 3, .input_scale = 2.0});
+    INFO(r.message, " at ", r.worst);
+    CHECK(r.ok);
+    CHECK(r.checked > 60);
+}

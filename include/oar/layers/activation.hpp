@@ -16,9 +16,11 @@ namespace oar {
 
 namespace detail {
 /// Shape-preserving elementwise layer running functor F, whose settings (a slope, an alpha) are the
-/// layer's: `LeakyReLU{0.2f}`.
+/// layer's: `LeakyReLU{0.2f}`. A run of two or more of them in a network is one expr::chain of their
+/// functors, run in one pass (nn/network.hpp).
 template <class F>
 struct elementwise_layer {
+    using functor = F;
     F fn{};
 
     static constexpr LayerCheck check(Dims) { return {}; }

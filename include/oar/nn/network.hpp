@@ -11,6 +11,10 @@
 // writes the ReLU's output only, backward masks dy inside the layer. A pass with an observer that
 // watches it (on_forward / on_backward) runs the layers one by one instead, so every event is the
 // unfused one. The results are the same bits either way (tests/nn/test_network.cpp).
+// Likewise a run of two or more elementwise layers (activations: ReLU, Tanh, GELU, ...; a ReLU
+// fused into the layer before it not counted) is one expr::chain of their functors (kernels/expr.hpp),
+// mapped in one pass by the backend's op::map: forward writes the run's output only (the values
+// inside the run are recomputed from its input by the backward), backward is one op::map_backward.
 #pragma once
 
 #include <algorithm>    // std::copy
@@ -33,6 +37,7 @@
 #include "../core/layer_concepts.hpp"  // ParametricLayer
 #include "../core/tensor.hpp"          // TensorView, MutableTensorView
 #include "../kernels/cpu/storage.hpp"  // storage<cpu>
+#include "../kernels/expr.hpp"         // expr::chain, expr::then: runs of elementwise layers
 #include "init.hpp"                    // initialize
 #include "parameters.hpp"              // ParameterSet, ParamEntry, StateEntry
 #include "sequential.hpp"              // Sequential::bind
@@ -91,6 +96,15 @@ concept ReluEpilogueLayer = requires(const L& l, Context<B>& ctx, Dims in, const
     l.backward_relu(ctx, in, x, x, y, y, n);
 };
 
+/// A layer that applies an elementwise functor (layers/activation.hpp's): its type `functor` and
+/// its value `fn` (with the layer's settings), which a run of such layers chains.
+template <class L>
+concept ElementwiseLayer = requires(const L& l) {
+    typename L::functor;
+    requires expr::Elementwise<typename L::functor>;
+    { l.fn } -> std::convertible_to<const typename L::functor&>;
+};
+
 template <class Seq, class InShape, class B = cpu>
 class Network {
     static_assert(dependent_false<Seq>, "oar: Network<Seq, InShape, Backend> needs Seq = Sequential<Layers...>");
@@ -123,6 +137,10 @@ public:
     /// After a fused forward, activation(i + 1) is the ReLU's output, as activation(i + 2): the
     /// layer's own output before the ReLU is not kept.
     static constexpr bool fuses_relu(std::size_t i) { return i < num_layers && fused_[i]; }
+    /// The number of elementwise layers from layer i on that run as one chain (when no observer
+    /// watches the pass), 0 where no chain starts at i. After such a forward, activations i + 1 ..
+    /// i + k - 1 (inside the chain) are its output, as activation(i + k).
+    static constexpr std::size_t chain_length(std::size_t i) { return i < num_layers ? chain_[i] : 0; }
 
     /// Builds the network with Paddle's default initialisation (or `scheme`'s) drawn from `seed`.
     /// Moving or copying keeps the parameters (layers hold no pointers; the context does).
@@ -245,6 +263,12 @@ private:
             enter_layer(I);
             if constexpr (!observed && fused_relu_at<I>) {
                 return;  // ran in layer I-1's epilogue
+            } else if constexpr (!observed && in_chain<I>) {
+                return;  // ran in the chain that starts before it
+            } else if constexpr (!observed && chain_[I] > 0) {
+                kernel<op::map, B>::run(chain_at<I>(), activation_ptr(I), activation_ptr(I + chain_[I]),
+                                        batch_ * info::dims[I].size());
+                return;
             } else if constexpr (!observed && fused_[I]) {
                 std::get<I>(layers_).forward_relu(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 2), batch_);
                 return;
@@ -384,6 +408,49 @@ private:
     template <std::size_t I>
     static constexpr bool fused_relu_at = I > 0 && fused_[I > 0 ? I - 1 : 0];
 
+    /// chain_[i] = k >= 2: layers i .. i+k-1 are elementwise and run as one chain (maximal runs,
+    /// not counting a ReLU that runs in the epilogue of the layer before it).
+    static constexpr std::array<std::size_t, num_layers> chain_ = [] {
+        constexpr std::array<bool, num_layers> ew{ElementwiseLayer<Ls>...};
+        std::array<std::size_t, num_layers> c{};
+        for (std::size_t i = 0; i < num_layers;) {
+            if (!ew[i] || (i > 0 && fused_[i - 1])) {
+                ++i;
+                continue;
+            }
+            std::size_t k = 1;
+            while (i + k < num_layers && ew[i + k]) ++k;
+            if (k >= 2) c[i] = k;
+            i += k;
+        }
+        return c;
+    }();
+    /// Layer I is inside a chain that starts before it.
+    template <std::size_t I>
+    static constexpr bool in_chain = [] {
+        for (std::size_t j = 0; j < I; ++j)
+            if (chain_[j] > 0 && j + chain_[j] > I) return true;
+        return false;
+    }();
+    /// The chain that starts at layer I, of the layers' functors with their settings.
+    template <std::size_t I>
+    auto chain_at() const {
+        return [&]<std::size_t... J>(std::index_sequence<J...>) {
+            return expr::then(std::get<I + J>(layers_).fn...);
+        }(std::make_index_sequence<chain_[I]>{});
+    }
+    /// slot_[i]: the activation slot that holds activation i after a fused forward (i itself, or
+    /// the slot of the fused ReLU's or the chain's output for values that forward does not write).
+    static constexpr std::array<std::size_t, num_layers + 1> slot_ = [] {
+        std::array<std::size_t, num_layers + 1> s{};
+        for (std::size_t i = 0; i <= num_layers; ++i) s[i] = i;
+        for (std::size_t i = 0; i < num_layers; ++i) {
+            if (fused_[i]) s[i + 1] = i + 2;
+            for (std::size_t j = 1; j < chain_[i]; ++j) s[i + j] = i + chain_[i];
+        }
+        return s;
+    }();
+
     template <class F>
     static void for_each_layer(F&& f) {
         [&]<std::size_t... I>(std::index_sequence<I...>) { (f(std::integral_constant<std::size_t, I>{}), ...); }
@@ -401,7 +468,7 @@ private:
     }
 
     value_type* activation_ptr(std::size_t i) const {
-        if (fused_forward_ && i > 0 && i < num_layers && fused_[i - 1]) ++i;  // only the ReLU's output was written
+        if (fused_forward_) i = slot_[i];  // only the fused ReLU's or the chain's output was written
         std::size_t off = 0;
         for (std::size_t k = 0; k < i; ++k) off += info::dims[k].size();
         return const_cast<value_type*>(acts_.data()) + off * capacity_;
@@ -450,13 +517,18 @@ private:
     void backward_layer(value_type*& cur, value_type*& next, value_type* dx_out, Obs& obs) {
         constexpr bool observed = BackwardObserver<Obs, value_type>;
         if constexpr (!observed && fused_relu_at<I>) return;  // layer I-1 masks dy itself
+        if constexpr (!observed && in_chain<I>) return;       // the chain's first layer runs its backward
         enter_layer(I);
         value_type* dx = I == 0 ? dx_out : next;
         // No layer before I has parameters, no observer looks and no input gradient was asked for:
         // I's input gradient would be discarded (the MLP's first Linear after Flatten), so skip it.
         if constexpr (!parametric_before<I> && !observed)
             if (dx_out == nullptr) dx = nullptr;
-        if constexpr (!observed && fused_[I])  // cur: the gradient of the ReLU's output, masked in place
+        if constexpr (!observed && chain_[I] > 0) {  // the whole chain, from its input and output
+            if (dx)
+                kernel<op::map_backward, B>::run(chain_at<I>(), activation_ptr(I), activation_ptr(I + chain_[I]), cur,
+                                                 dx, batch_ * info::dims[I].size());
+        } else if constexpr (!observed && fused_[I])  // cur: the gradient of the ReLU's output, masked in place
             std::get<I>(layers_).backward_relu(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 2), cur, dx,
                                                batch_);
         else
