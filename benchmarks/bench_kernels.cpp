@@ -284,6 +284,39 @@ BENCHMARK(layer_bench<ReLU, Shape<20, 28, 28>, true>)->Name("relu1_fwd_bwd")->Un
 BENCHMARK(layer_bench<ReLU, Shape<20, 14, 14>, true>)->Name("relu2_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<Linear<980, 10>, Shape<980>, true>)->Name("fc_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
 
+/// Observes nothing but, attached, makes a pass run its layers one by one (no fusion).
+struct one_by_one {
+    void on_forward(const LayerEvent&) {}
+    void on_backward(const LayerEvent&) {}
+};
+
+/// GELU, Tanh, LeakyReLU on conv1's output size, batch 100, forward + backward with the input
+/// gradient: one expr::chain pass each way, or (Fused false) the three layers one by one. GB/s
+/// counts the arrays each way reads and writes: 2 + 4 fused, 3 * (2 + 4) one by one.
+template <bool Fused>
+void activation_chain(benchmark::State& state) {
+    using Net = Network<Sequential<GELU, Tanh, LeakyReLU>, Shape<20, 28, 28>>;
+    static_assert(Net::chain_length(0) == 3);
+    Net net(1);
+    Tensor x(100, Net::input_shape::dims), dy(100, Net::input_shape::dims), dx(100, Net::input_shape::dims);
+    fill(x.data(), x.size(), 3);
+    fill(dy.data(), dy.size(), 4);
+    for (auto _ : state) {
+        if constexpr (Fused) {
+            net.forward(x);
+            net.backward(dy, dx);
+        } else {
+            net.forward(x, one_by_one{});
+            net.backward(dy, dx, one_by_one{});
+        }
+        benchmark::ClobberMemory();
+    }
+    state.counters["GB/s"] = benchmark::Counter(4.0 * 100.0 * 20 * 28 * 28 * (Fused ? 6.0 : 18.0) * double(state.iterations()),
+                                                benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(activation_chain<true>)->Name("chain3_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(activation_chain<false>)->Name("chain3_fwd_bwd_one_by_one")->Unit(benchmark::kMillisecond)->UseRealTime();
+
 /// Fused softmax-cross-entropy (loss and d/d logits) on (batch, classes) logits.
 void softmax_xent(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0)), k = static_cast<std::size_t>(state.range(1));

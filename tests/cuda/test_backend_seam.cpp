@@ -131,6 +131,34 @@ TEST_CASE("a network's layer settings survive its conversion to another backend 
     CHECK(back.layer<3>().p == 0.1f);
 }
 
+TEST_CASE("a run of activations is one chain on the emulated CUDA backend, with the bits of the layers one by one") {
+    using Seq = oar::Sequential<oar::Flatten, oar::Linear<784, 16>, oar::GELU, oar::Tanh, oar::LeakyReLU,
+                                oar::Linear<16, 10>>;
+    using Dev = oar::Network<Seq, Image, emulated_cuda>;
+    static_assert(Dev::chain_length(2) == 3);
+    compare_training<emulated_cuda, Seq, oar::Adam>(8, 3, 1e-5, 1e-4);
+    struct Watch {  // observed: the layers run one by one
+        void on_forward(const oar::LayerEvent&) {}
+        void on_backward(const oar::LayerEvent&) {}
+    };
+    const Seq seq{{}, {}, {}, {}, oar::LeakyReLU{-0.4f}, {}};
+    Dev a(seq, 3), b(seq, 3);
+    const auto x = oar_test::random_vector<float>(5 * 784, 8);
+    const oar::TensorView xv(x.data(), 5, Image::dims);
+    const std::vector<std::int64_t> y{0, 1, 2, 3, 4};
+    oar::CrossEntropyLoss<emulated_cuda> la, lb;
+    const double fa = la(a.forward(xv), y), fb = lb(b.forward(xv, Watch{}), y);
+    CHECK(fa == fb);
+    CHECK(Dev::to_host(a.activation(5)) == Dev::to_host(b.activation(5)));
+    a.backward(la.backward());
+    b.backward(lb.backward(), Watch{});
+    const auto ha = a.parameters().host_grads();
+    const std::vector<float> ga(ha.begin(), ha.end());
+    const auto hb = b.parameters().host_grads();
+    CHECK(ga == std::vector<float>(hb.begin(), hb.end()));
+    CHECK(max_rel_diff(ga, std::vector<float>(ga.size(), 0.0f)) > 0.0);  // gradients flowed
+}
+
 TEST_CASE("an MLP with Dropout on the emulated CUDA backend draws the CPU's masks") {
     compare_training<emulated_cuda, MLP, oar::Adam>(32, 3, 1e-5, 1e-4);
 }
