@@ -55,8 +55,12 @@ void train(course::CNN& net, oar::Adam<>& opt, const course::Digits& d, std::siz
             opt.clear_grad();
             ++step;
         }
-        oar::save_checkpoint(folder, "epoch_" + std::to_string(epoch + 1), net, opt,
-                             {.epoch = epoch + 1, .global_step = step, .rng_seed = kSeed, .sampler_epoch = epoch + 1});
+        oar::TrainingState state;
+        state.epoch = epoch + 1;
+        state.global_step = step;
+        state.rng_seed = kSeed;
+        state.sampler_epoch = epoch + 1;
+        oar::save_checkpoint(folder, "epoch_" + std::to_string(epoch + 1), net, opt, state);
     }
 }
 
