@@ -54,11 +54,24 @@
 // and 4 (avx512); the default is all of them. A level left out is never chosen at run time (the
 // best compiled level this CPU runs is), so a smaller mask only trades speed on some CPUs for
 // compile time, e.g. -DOAR_ISA_LEVELS=5 (avx512 and the baseline) or 1 (the baseline alone).
+// 0 means the level the translation unit's own -march reaches, and the baseline.
 #ifndef OAR_ISA_LEVELS
 #define OAR_ISA_LEVELS 7
 #endif
+#if OAR_ISA_LEVELS == 0
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
+    defined(__AVX2__) && defined(__FMA__)
+#define OAR_ISA_MASK 5
+#elif defined(__AVX2__) && defined(__FMA__)
+#define OAR_ISA_MASK 3
+#else
+#define OAR_ISA_MASK 1
+#endif
+#else
+#define OAR_ISA_MASK (OAR_ISA_LEVELS)
+#endif
 #if OAR_ISA_X86
-#define OAR_ISA_COMPILED(level) ((level) == 0 || ((OAR_ISA_LEVELS) >> (level)) & 1)
+#define OAR_ISA_COMPILED(level) ((level) == 0 || ((OAR_ISA_MASK) >> (level)) & 1)
 #else
 #define OAR_ISA_COMPILED(level) ((level) == 0)
 #endif

@@ -11,7 +11,7 @@
 
 namespace {
 
-bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
+bool is_aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
 
 struct odd_sized {
     char c[3];
@@ -22,7 +22,7 @@ void check_allocations_are_aligned() {
     oar::aligned_allocator<T> alloc;
     for (std::size_t n = 1; n <= 200; ++n) {
         T* p = alloc.allocate(n);
-        CHECK(aligned64(p));
+        CHECK(is_aligned64(p));
         alloc.deallocate(p, n);
     }
 }
@@ -45,14 +45,14 @@ TEST_CASE("an aligned_vector stays aligned as it grows") {
     oar::aligned_vector<float> v;
     for (int i = 0; i < 5000; ++i) {
         v.push_back(static_cast<float>(i));
-        if ((i & (i + 1)) == 0) CHECK(aligned64(v.data()));  // after each doubling
+        if ((i & (i + 1)) == 0) CHECK(is_aligned64(v.data()));  // after each doubling
     }
-    CHECK(aligned64(v.data()));
+    CHECK(is_aligned64(v.data()));
     CHECK(v[4999] == 4999.0f);
     oar::aligned_vector<double> d(33, 1.5);
-    CHECK(aligned64(d.data()));
+    CHECK(is_aligned64(d.data()));
     oar::aligned_vector<double> copy = d;
-    CHECK(aligned64(copy.data()));
+    CHECK(is_aligned64(copy.data()));
     CHECK(copy == d);
 }
 

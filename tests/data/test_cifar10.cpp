@@ -38,13 +38,13 @@ constexpr std::array<std::size_t, 6> counts{3, 5, 2, 4, 6, 7};  // records per b
 std::uint8_t pixel_of(std::size_t b, std::size_t r, std::size_t k) {
     return static_cast<std::uint8_t>((b * 53 + r * 31 + k * 7 + (k / 1024) * 101) % 256);
 }
-std::uint8_t label_of(std::size_t b, std::size_t r) { return static_cast<std::uint8_t>((b * 3 + r * 7) % 10); }
+std::uint8_t cifar_label_of(std::size_t b, std::size_t r) { return static_cast<std::uint8_t>((b * 3 + r * 7) % 10); }
 
 /// The bytes of batch b: `counts[b]` records of label byte + 3072 pixels.
 bytes batch_bytes(std::size_t b, std::size_t records) {
     bytes out;
     for (std::size_t r = 0; r < records; ++r) {
-        out.push_back(label_of(b, r));
+        out.push_back(cifar_label_of(b, r));
         for (std::size_t k = 0; k < 3072; ++k) out.push_back(pixel_of(b, r, k));
     }
     return out;
@@ -131,8 +131,8 @@ void check_matches(const data::ByteImageDataset& d, std::size_t first, std::size
     std::size_t i = 0, bad = 0;
     for (std::size_t b = first; b <= last; ++b)
         for (std::size_t r = 0; r < counts[b]; ++r, ++i) {
-            CHECK(d.load(i, img) == label_of(b, r));
-            CHECK(d.labels()[i] == label_of(b, r));
+            CHECK(d.load(i, img) == cifar_label_of(b, r));
+            CHECK(d.labels()[i] == cifar_label_of(b, r));
             for (std::size_t k = 0; k < 3072; ++k) {
                 const double expect = pixel_of(b, r, k) * scale + shift;
                 if (d.pixels()[i * 3072 + k] != pixel_of(b, r, k) || std::abs(img[k] - expect) > 1e-6) ++bad;
@@ -164,7 +164,7 @@ TEST_CASE("load_cifar10_dir reads every label and pixel back, as R, G, B planes 
     CHECK(img[0] >= 0.0f);
     const auto g = s.test.get(6);
     CHECK(g.dims == data::cifar10_dims);
-    CHECK(g.label == label_of(5, 6));
+    CHECK(g.label == cifar_label_of(5, 6));
 }
 
 TEST_CASE("the scale and shift given to the loader are applied on load") {

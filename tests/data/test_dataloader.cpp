@@ -36,7 +36,7 @@ namespace {
 
 /// n samples of `dims`, sample i's value k being 1000 i + k and its label 7 i + 1: every value
 /// says which sample it came from.
-InMemoryDataset numbered(std::size_t n, oar::Dims dims = make_dims(1, 2, 3)) {
+InMemoryDataset numbered_set(std::size_t n, oar::Dims dims = make_dims(1, 2, 3)) {
     std::vector<float> images(n * dims.size());
     std::vector<std::int64_t> labels(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -46,7 +46,7 @@ InMemoryDataset numbered(std::size_t n, oar::Dims dims = make_dims(1, 2, 3)) {
     return InMemoryDataset(std::move(images), std::move(labels), dims);
 }
 
-/// Checks that b holds exactly samples `expected` of a numbered() dataset, in order.
+/// Checks that b holds exactly samples `expected` of a numbered_set() dataset, in order.
 void check_numbered_batch(const Batch& b, const Indices& expected, oar::Dims dims) {
     REQUIRE(b.images.batch() == expected.size());
     CHECK(b.images.dims() == dims);
@@ -59,7 +59,7 @@ void check_numbered_batch(const Batch& b, const Indices& expected, oar::Dims dim
     }
 }
 
-/// The sample indices of a batch of a numbered() dataset, read back from its labels.
+/// The sample indices of a batch of a numbered_set() dataset, read back from its labels.
 Indices sample_ids(const Batch& b) {
     Indices ids;
     for (std::int64_t l : b.labels) ids.push_back(static_cast<std::size_t>((l - 1) / 7));
@@ -129,7 +129,7 @@ std::size_t thread_count() {
 }  // namespace
 
 TEST_CASE("sequential batches hold the samples in order, stacked as [N, dims...] with their labels") {
-    const InMemoryDataset ds = numbered(10);
+    const InMemoryDataset ds = numbered_set(10);
     for (std::size_t workers : {0u, 2u}) {
         DataLoader loader(ds, {.batch_size = 4, .num_workers = workers});
         CHECK(loader.num_batches() == 3);
@@ -146,7 +146,7 @@ TEST_CASE("sequential batches hold the samples in order, stacked as [N, dims...]
 }
 
 TEST_CASE("the default options give batches of one sample, like Paddle's batch_size=1") {
-    const InMemoryDataset ds = numbered(3, make_dims(2));
+    const InMemoryDataset ds = numbered_set(3, make_dims(2));
     DataLoader loader(ds);
     const auto batches = drain(loader());
     REQUIRE(batches.size() == 3);
@@ -154,7 +154,7 @@ TEST_CASE("the default options give batches of one sample, like Paddle's batch_s
 }
 
 TEST_CASE("drop_last drops the last partial batch; a dataset smaller than a batch gives one partial batch") {
-    const InMemoryDataset ten = numbered(10, make_dims(3));
+    const InMemoryDataset ten = numbered_set(10, make_dims(3));
     for (std::size_t workers : {0u, 3u}) {
         DataLoader dropping(ten, {.batch_size = 4, .drop_last = true, .num_workers = workers});
         CHECK(dropping.num_batches() == 2);
@@ -162,7 +162,7 @@ TEST_CASE("drop_last drops the last partial batch; a dataset smaller than a batc
         REQUIRE(kept.size() == 2);
         check_numbered_batch(kept[1], {4, 5, 6, 7}, make_dims(3));
 
-        const InMemoryDataset tiny = numbered(3, make_dims(3));
+        const InMemoryDataset tiny = numbered_set(3, make_dims(3));
         DataLoader partial(tiny, {.batch_size = 8, .num_workers = workers});
         const auto one = drain(partial());
         REQUIRE(one.size() == 1);
@@ -176,7 +176,7 @@ TEST_CASE("drop_last drops the last partial batch; a dataset smaller than a batc
 
 TEST_CASE("num_batches equals the number of batches an epoch yields") {
     for (std::size_t n : {1u, 5u, 16u, 17u}) {
-        const InMemoryDataset ds = numbered(n, make_dims(1));
+        const InMemoryDataset ds = numbered_set(n, make_dims(1));
         for (std::size_t bs : {1u, 4u, 16u, 40u}) {
             for (bool drop_last : {false, true}) {
                 DataLoader loader(ds, {.batch_size = bs, .shuffle = true, .drop_last = drop_last, .num_workers = 1});
@@ -187,7 +187,7 @@ TEST_CASE("num_batches equals the number of batches an epoch yields") {
 }
 
 TEST_CASE("with shuffle each epoch visits every sample once, in RandomSampler's order for (seed, epoch)") {
-    const InMemoryDataset ds = numbered(50, make_dims(2));
+    const InMemoryDataset ds = numbered_set(50, make_dims(2));
     DataLoader loader(ds, {.batch_size = 8, .shuffle = true, .seed = 5});
     std::vector<Indices> orders;
     for (std::uint64_t e = 0; e < 3; ++e) {
@@ -204,7 +204,7 @@ TEST_CASE("with shuffle each epoch visits every sample once, in RandomSampler's 
 }
 
 TEST_CASE("loader() advances the epoch; epoch(e) gives epoch e and the next loader() gives e + 1") {
-    const InMemoryDataset ds = numbered(30, make_dims(1));
+    const InMemoryDataset ds = numbered_set(30, make_dims(1));
     DataLoader loader(ds, {.batch_size = 30, .shuffle = true, .seed = 9});
     auto order_of = [](generator<Batch> g) { return sample_ids(drain(std::move(g)).at(0)); };
     CHECK(loader.current_epoch() == 0);
@@ -247,7 +247,7 @@ TEST_CASE("the batch sequence is bitwise identical for 0, 1, 2 and 3 workers wit
 }
 
 TEST_CASE("batches reach the loop in order, with the right samples, when workers finish out of order") {
-    const InMemoryDataset inner = numbered(120, make_dims(2));
+    const InMemoryDataset inner = numbered_set(120, make_dims(2));
     Instrumented<InMemoryDataset> ds(inner);
     ds.delay = [](std::size_t i) { return std::chrono::microseconds(i % 8 < 4 ? 1500 : 0); };  // batch parity
     DataLoader loader(ds, {.batch_size = 4, .num_workers = 3, .prefetch = 1});
@@ -261,7 +261,7 @@ TEST_CASE("batches reach the loop in order, with the right samples, when workers
 }
 
 TEST_CASE("batches moved out of the loop keep their contents while later batches are built") {
-    const InMemoryDataset ds = numbered(64, make_dims(5));
+    const InMemoryDataset ds = numbered_set(64, make_dims(5));
     for (std::size_t workers : {0u, 2u}) {
         DataLoader loader(ds, {.batch_size = 5, .num_workers = workers, .prefetch = 1});
         const auto kept = drain(loader());
@@ -275,7 +275,7 @@ TEST_CASE("batches moved out of the loop keep their contents while later batches
 }
 
 TEST_CASE("a batch sampler's batches are loaded as given: each rank of a DistributedBatchSampler") {
-    const InMemoryDataset ds = numbered(23, make_dims(1));
+    const InMemoryDataset ds = numbered_set(23, make_dims(1));
     for (std::size_t rank = 0; rank < 3; ++rank) {
         DistributedBatchSampler sampler(23, 4, 3, rank, true, false, 8);
         DataLoader loader(ds, sampler, {.num_workers = 2});
@@ -291,7 +291,7 @@ TEST_CASE("a batch sampler's batches are loaded as given: each rank of a Distrib
 }
 
 TEST_CASE("a Dataset::load exception reaches the loop after every earlier batch") {
-    const InMemoryDataset inner = numbered(40, make_dims(2));
+    const InMemoryDataset inner = numbered_set(40, make_dims(2));
     Instrumented<InMemoryDataset> ds(inner);
     ds.bad = 21;  // in batch 5 of batch size 4
     for (std::size_t workers : {0u, 1u, 3u}) {
@@ -313,14 +313,14 @@ TEST_CASE("a Dataset::load exception reaches the loop after every earlier batch"
 }
 
 TEST_CASE("an index past the dataset's end from a batch sampler is the dataset's value_error, naming it") {
-    const InMemoryDataset ds = numbered(10, make_dims(1));
+    const InMemoryDataset ds = numbered_set(10, make_dims(1));
     DataLoader loader(ds, DistributedBatchSampler(12, 4, 1, 0), {.num_workers = 1});
     const std::string m = oar_test::message_of<oar::value_error>([&] { (void)drain(loader()); });
     CHECK(oar_test::contains(m, "index 10"));
 }
 
 TEST_CASE("leaving the loop early stops the workers promptly and joins them") {
-    const InMemoryDataset inner = numbered(400, make_dims(1));
+    const InMemoryDataset inner = numbered_set(400, make_dims(1));
     Instrumented<InMemoryDataset> ds(inner);
     ds.delay = slow;  // 20 ms a sample: a full epoch takes 8 s of loading, 4 s with two workers
     const std::size_t threads_before = thread_count();
@@ -345,7 +345,7 @@ TEST_CASE("leaving the loop early stops the workers promptly and joins them") {
 }
 
 TEST_CASE("a generator that is never iterated starts no threads and loads nothing") {
-    const InMemoryDataset inner = numbered(40, make_dims(1));
+    const InMemoryDataset inner = numbered_set(40, make_dims(1));
     Instrumented<InMemoryDataset> ds(inner);
     const std::size_t threads_before = thread_count();
     DataLoader loader(ds, {.batch_size = 4, .num_workers = 3});
@@ -357,7 +357,7 @@ TEST_CASE("a generator that is never iterated starts no threads and loads nothin
 }
 
 TEST_CASE("a shared_ptr dataset lives as long as a generator that outlives the loader") {
-    auto ds = std::make_shared<InMemoryDataset>(numbered(9, make_dims(2)));
+    auto ds = std::make_shared<InMemoryDataset>(numbered_set(9, make_dims(2)));
     generator<Batch> g = [&] {
         DataLoader loader(ds, {.batch_size = 4, .num_workers = 1});  // DataLoader<InMemoryDataset>
         return loader();
@@ -371,7 +371,7 @@ TEST_CASE("a shared_ptr dataset lives as long as a generator that outlives the l
 TEST_CASE("the loader refuses batch_size 0, an empty dataset and prefetch 0 with workers, naming each") {
     using oar_test::contains;
     using oar_test::message_of;
-    const InMemoryDataset ds = numbered(4, make_dims(1));
+    const InMemoryDataset ds = numbered_set(4, make_dims(1));
     CHECK(contains(message_of<oar::value_error>([&] { DataLoader(ds, {.batch_size = 0}); }), "batch_size"));
     CHECK(contains(message_of<oar::value_error>([&] { DataLoader(ds, {.num_workers = 2, .prefetch = 0}); }),
                    "prefetch"));
@@ -421,7 +421,7 @@ struct EpochStamped : dataset_base<EpochStamped> {
 
 TEST_CASE("the loader tells a TransformDataset each epoch: new crops and flips every epoch, the same per seed and "
           "per num_workers") {
-    const auto base = numbered(24, make_dims(2, 6, 6));
+    const auto base = numbered_set(24, make_dims(2, 6, 6));
     std::vector<std::vector<float>> by_workers;
     for (std::size_t workers : {0, 1, 3}) {
         auto aug = transform(base, RandomCrop(6, 2), RandomHorizontalFlip());
@@ -441,7 +441,7 @@ TEST_CASE("the loader tells a TransformDataset each epoch: new crops and flips e
 }
 
 TEST_CASE("loader() advances the epoch of a dataset borrowed as const, and of one shared") {
-    const auto base = numbered(8, make_dims(1, 4, 4));
+    const auto base = numbered_set(8, make_dims(1, 4, 4));
     const auto aug = transform(base, RandomCrop(4, 1));  // const: TransformDataset::set_epoch is const
     DataLoader loader(aug, {.batch_size = 8});
     std::vector<float> first, second;
@@ -449,15 +449,15 @@ TEST_CASE("loader() advances the epoch of a dataset borrowed as const, and of on
     for (auto&& b : loader()) second.assign(b.images.data(), b.images.data() + b.images.size());
     CHECK(aug.epoch() == 1);
     CHECK(first != second);
-    auto shared = std::make_shared<decltype(transform(numbered(8, make_dims(1, 4, 4)), RandomCrop(4, 1)))>(
-        numbered(8, make_dims(1, 4, 4)), RandomCrop(4, 1));
+    auto shared = std::make_shared<decltype(transform(numbered_set(8, make_dims(1, 4, 4)), RandomCrop(4, 1)))>(
+        numbered_set(8, make_dims(1, 4, 4)), RandomCrop(4, 1));
     DataLoader from_shared(shared, {.batch_size = 8});
     CHECK(epoch_values(from_shared, 0) == first);
     CHECK(epoch_values(from_shared, 1) == second);
 }
 
 TEST_CASE("the epoch reaches an adaptor over an adaptor, and a dataset whose set_epoch is not const") {
-    const auto base = numbered(8, make_dims(1, 4, 4));
+    const auto base = numbered_set(8, make_dims(1, 4, 4));
     auto inner = transform(base, RandomCrop(4, 1));
     auto outer = transform(std::move(inner), RandomHorizontalFlip());
     DataLoader loader(outer, {.batch_size = 4});
@@ -474,7 +474,7 @@ TEST_CASE("the epoch reaches an adaptor over an adaptor, and a dataset whose set
 }
 
 TEST_CASE("the epoch is set when the loop begins, not when the generator is made") {
-    const auto base = numbered(4, make_dims(1, 4, 4));
+    const auto base = numbered_set(4, make_dims(1, 4, 4));
     auto aug = transform(base, RandomCrop(4, 1));
     DataLoader loader(aug, {.batch_size = 4});
     auto g = loader.epoch(7);

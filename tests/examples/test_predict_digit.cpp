@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 
 const std::string weights = std::string(OAR_SOURCE_DIR) + "/tests/examples/fixtures/mnist_cnn_5epochs.safetensors";
 
-oar_test::Run run(const std::string& args) {
+oar_test::Run run_predict(const std::string& args) {
     const std::string cmd = std::string(PREDICT_DIGIT) + " " + args + " 2>&1";
     const oar_test::Run r = oar_test::run_command(cmd);
     MESSAGE("$ ", cmd, "\n", r.output, "(exit status ", r.status, ")");
@@ -92,7 +92,7 @@ TEST_CASE("predict_digit is right on at least 19 of 20 MNIST test digits rendere
         const std::vector<std::uint8_t> png = oar_test::encode_png(std::vector<std::uint8_t>(50 * 50, 9), 50, 50, 1);
         oar_test::write_raw(cut, std::vector<std::uint8_t>(png.begin(), png.begin() + static_cast<long>(png.size() / 2)));
     }
-    const oar_test::Run r = run("--weights " + weights + files + " " + cut.string());
+    const oar_test::Run r = run_predict("--weights " + weights + files + " " + cut.string());
     CHECK(r.status == 1);
     CHECK(r.output.find("predict_digit: oar: " + cut.string() + ": corrupt or truncated PNG") != std::string::npos);
 
@@ -113,17 +113,17 @@ TEST_CASE("predict_digit is right on at least 19 of 20 MNIST test digits rendere
 }
 
 TEST_CASE("predict_digit refuses bad flags and weights with status 2, naming them") {
-    CHECK(run("--help").status == 0);
-    const oar_test::Run none = run("picture.png");
+    CHECK(run_predict("--help").status == 0);
+    const oar_test::Run none = run_predict("picture.png");
     CHECK(none.status == 2);
     CHECK(none.output.find("--weights FILE is required") != std::string::npos);
-    const oar_test::Run bad_invert = run("--weights " + weights + " --invert maybe picture.png");
+    const oar_test::Run bad_invert = run_predict("--weights " + weights + " --invert maybe picture.png");
     CHECK(bad_invert.status == 2);
     CHECK(bad_invert.output.find("--invert must be auto, yes or no, got 'maybe'") != std::string::npos);
     oar_test::TempDir dir;
     const fs::path not_weights = dir.path / "w.safetensors";
     oar_test::write_raw(not_weights, {1, 2, 3});
-    const oar_test::Run bad_weights = run("--weights " + not_weights.string() + " picture.png");
+    const oar_test::Run bad_weights = run_predict("--weights " + not_weights.string() + " picture.png");
     CHECK(bad_weights.status == 2);
     CHECK(bad_weights.output.find(not_weights.string()) != std::string::npos);
 }

@@ -18,7 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-oar_test::Run run(const std::string& args) {
+oar_test::Run run_cifar(const std::string& args) {
     const std::string cmd = std::string(TRAIN_CIFAR10) + " " + args + " 2>&1";
     const oar_test::Run r = oar_test::run_command(cmd);
     MESSAGE("$ ", cmd, "\n", r.output, "(exit status ", r.status, " after ", r.seconds, " s)");
@@ -37,7 +37,7 @@ TEST_CASE("train_cifar10 learns generated CIFAR-10 files, printing the chapter's
     oar_test::TempDir tmp;
     const fs::path data = tmp.path / "cifar-10-batches-bin";
     oar_test::write_toy_cifar(data, 100, 200);  // 500 training images, 200 test
-    const oar_test::Run r = run("--data " + data.string() + " --epochs 3 --log-every 5 --seed 1");
+    const oar_test::Run r = run_cifar("--data " + data.string() + " --epochs 3 --log-every 5 --seed 1");
     REQUIRE(r.status == 0);
     CHECK(count(r.output, "fleet: collective, 1 process(es); train 500 images, test 200; batch 32 per process") == 1);
     // 500 / 32 = 15 whole batches (drop_last): lines at batches 0, 5 and 10 of each epoch.
@@ -64,7 +64,7 @@ TEST_CASE("train_cifar10 learns generated CIFAR-10 files, printing the chapter's
     // The same files as a .tar.gz (what the CIFAR-10 site ships) give the same run, bit for bit.
     const fs::path archive = tmp.path / "cifar-10-binary.tar.gz";
     REQUIRE(oar_test::run_command("tar -czf " + archive.string() + " -C " + tmp.path.string() + " cifar-10-batches-bin").status == 0);
-    const oar_test::Run t = run("--data " + archive.string() + " --epochs 3 --log-every 5 --seed 1");
+    const oar_test::Run t = run_cifar("--data " + archive.string() + " --epochs 3 --log-every 5 --seed 1");
     REQUIRE(t.status == 0);
     auto validation_lines = [](const std::string& out) {
         std::string v;
@@ -78,20 +78,20 @@ TEST_CASE("train_cifar10 learns generated CIFAR-10 files, printing the chapter's
 
 TEST_CASE("train_cifar10 refuses bad flags and data with status 2, naming them") {
     oar_test::TempDir tmp;
-    CHECK(run("--help").status == 0);
-    const oar_test::Run flag = run("--data " + tmp.path.string() + " --epochs 0");
+    CHECK(run_cifar("--help").status == 0);
+    const oar_test::Run flag = run_cifar("--data " + tmp.path.string() + " --epochs 0");
     CHECK(flag.status == 2);
     CHECK(count(flag.output, "--epochs needs an integer >= 1, got '0'") == 1);
-    const oar_test::Run unknown = run("--data " + tmp.path.string() + " --optimizer sgd");
+    const oar_test::Run unknown = run_cifar("--data " + tmp.path.string() + " --optimizer sgd");
     CHECK(unknown.status == 2);
     CHECK(count(unknown.output, "unknown flag '--optimizer'") == 1);
-    const oar_test::Run empty = run("--data " + tmp.path.string());
+    const oar_test::Run empty = run_cifar("--data " + tmp.path.string());
     CHECK(empty.status == 2);
     CHECK(count(empty.output, tmp.path.string() + ": no CIFAR-10 batch files") == 1);
     // Too few images for one whole batch per process.
     const fs::path tiny = tmp.path / "tiny";
     oar_test::write_toy_cifar(tiny, 4, 10);
-    const oar_test::Run few = run("--data " + tiny.string());
+    const oar_test::Run few = run_cifar("--data " + tiny.string());
     CHECK(few.status == 2);
     CHECK(count(few.output, "20 training and 10 test images give no whole batch of 32") == 1);
 }

@@ -40,7 +40,7 @@ struct Field {
 };
 using Record = std::vector<Field>;
 
-std::string unhex(const std::string& h) {
+std::string csv_unhex(const std::string& h) {
     std::string out;
     if (h == "-") return out;
     for (std::size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
@@ -64,7 +64,7 @@ std::vector<Record> python_read(const std::string& path) {
         while (in >> item) {
             Field f;
             const auto colon = item.find(':');
-            f.text = unhex(item.substr(0, colon));
+            f.text = csv_unhex(item.substr(0, colon));
             if (colon != std::string::npos) f.number = std::strtod(item.substr(colon + 1).c_str(), nullptr);
             r.push_back(f);
         }

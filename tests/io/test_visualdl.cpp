@@ -26,17 +26,17 @@ using oar_test::TempDir;
 namespace {
 
 /// (step, timestamp ms, value) per tag, and the files with VisualDL's validity check, as read back.
-struct Readback {
+struct VdlReadback {
     std::map<std::string, std::vector<std::tuple<std::int64_t, std::int64_t, double>>> scalars;
     std::vector<std::pair<std::string, std::string>> files;
     std::string output;
     int status = -1;
 };
 
-Readback read_back(const fs::path& target) {
+VdlReadback vdl_read_back(const fs::path& target) {
     const auto run = oar_test::run_command(std::string(OAR_PYTHON) + " " + OAR_SOURCE_DIR +
                                            "/tests/io/read_visualdl.py '" + target.string() + "' 2>&1");
-    Readback r;
+    VdlReadback r;
     r.output = run.output;
     r.status = run.status;
     std::istringstream lines(run.output);
@@ -76,7 +76,7 @@ TEST_CASE("VisualDL's LogReader reads back every scalar with its step, wall time
         w.add_scalar("train/lr", 1e-3, 0);
     }
     CHECK(file.filename().string().rfind("vdlrecords.1700000000.log.", 0) == 0);
-    Readback r = read_back(file);
+    VdlReadback r = vdl_read_back(file);
     if (r.status == 3) {
         oar_test::skip(kMissing);
         return;
@@ -110,7 +110,7 @@ TEST_CASE("two VisualDL writers in one folder and second write to separate files
         names = {a.path().filename().string(), b.path().filename().string()};
     }
     CHECK(names.size() == 2);
-    Readback r = read_back(tmp.path);
+    VdlReadback r = vdl_read_back(tmp.path);
     if (r.status == 3) {
         oar_test::skip(kMissing);
         return;

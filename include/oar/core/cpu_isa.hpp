@@ -9,7 +9,7 @@
 #include <string_view>  // std::string_view: ISA names
 #include <vector>       // std::vector: supported_cpu_isas
 
-#include "../config.hpp"  // OAR_ISA_X86, OAR_ISA_LEVELS, OAR_ISA_COMPILED
+#include "../config.hpp"  // OAR_ISA_X86, OAR_ISA_MASK, OAR_ISA_COMPILED
 #include "error.hpp"      // value_error: an unknown or unsupported OAR_ISA
 
 namespace oar {
@@ -79,7 +79,7 @@ inline cpu_isa parse_cpu_isa(std::string_view name, std::string_view what = "OAR
         if (!cpu_isa_compiled(isa))
             throw value_error(std::string(what) + ": " + std::string(name) +
                               " is not compiled into this program (OAR_ISA_LEVELS=" +
-                              std::to_string(OAR_ISA_LEVELS) + "; the best it has here is " +
+                              std::to_string(OAR_ISA_MASK) + "; the best it has here is " +
                               std::string(cpu_isa_name(best_cpu_isa())) + ")");
         if (!cpu_has(isa))
             throw value_error(std::string(what) + ": this CPU does not support " + std::string(name) +
@@ -123,7 +123,7 @@ inline cpu_isa active_cpu_isa() {
 inline void set_cpu_isa(cpu_isa isa) {
     if (!cpu_isa_compiled(isa))
         throw value_error("set_cpu_isa: " + std::string(cpu_isa_name(isa)) +
-                          " is not compiled into this program (OAR_ISA_LEVELS=" + std::to_string(OAR_ISA_LEVELS) + ")");
+                          " is not compiled into this program (OAR_ISA_LEVELS=" + std::to_string(OAR_ISA_MASK) + ")");
     if (!cpu_has(isa))
         throw value_error("set_cpu_isa: this CPU does not support " + std::string(cpu_isa_name(isa)));
     detail::cpu_isa_state().store(static_cast<int>(isa), std::memory_order_relaxed);
