@@ -1,7 +1,8 @@
 // Tests of include/oar/io/onnx.hpp: the exported model read back with the ONNX protobuf classes
 // (opset, symbolic batch dimension, initializers named like the state dict), and run in
 // onnxruntime (tests/io/run_onnx.py, OAR_PYTHON's venv) for the course's CNN and MLP and a network
-// of every other mapped layer, whose outputs must match oar's forward to 1e-5 on two batch sizes.
+// of every other mapped layer, and ResNet8 and InceptionNet (Residual as Add, Concat as Concat),
+// whose outputs must match oar's forward to 1e-5 on two batch sizes.
 // Without onnxruntime the runtime comparisons are reported skipped, naming scripts/setup.sh.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK, REQUIRE
 
@@ -18,6 +19,7 @@
 
 #include <oar/io/onnx.hpp>  // under test
 #include <oar/models/course.hpp>
+#include <oar/models/resnet.hpp>  // ResNet8, InceptionNet: Residual and Concat
 
 #include "support/errors.hpp"    // oar_test::message_of, contains
 #include "support/process.hpp"   // oar_test::run_command
@@ -133,6 +135,46 @@ TEST_CASE("export_onnx: every other mapped layer (BatchNorm with trained statist
         net.forward(oar::TensorView{x.data(), 6, Net::input_shape::dims});
     }
     check_round_trip(net, 13);
+}
+
+namespace {
+/// Two training forwards on random batches move the BatchNorm running statistics away from 0 and 1.
+template <class Net>
+void move_running_statistics(Net& net, std::uint64_t seed) {
+    std::vector<float> x(4 * Net::input_shape::dims.size());
+    net.train();
+    for (std::uint64_t s = 0; s < 2; ++s) {
+        oar_test::fill_random(x, seed + s, 2.0);
+        net.forward(oar::TensorView{x.data(), 4, Net::input_shape::dims});
+    }
+}
+}  // namespace
+
+TEST_CASE("export_onnx: ResNet8 (Residual blocks, identity and projection shortcuts) runs in onnxruntime") {
+    oar::Network<oar::models::ResNet8<>, oar::models::CifarImage> net(14);
+    move_running_statistics(net, 200);
+    const auto m = oar::to_onnx(net);
+    std::size_t adds = 0;
+    for (const auto& n : m.graph().node()) adds += n.op_type() == "Add" ? 1 : 0;
+    CHECK(adds == 3 + 1);  // the three blocks, and the classifier's bias
+    check_round_trip(net, 15);
+}
+
+TEST_CASE("export_onnx: InceptionNet (a Concat of three branches) runs in onnxruntime") {
+    oar::Network<oar::models::InceptionNet<>, oar::models::CifarImage> net(16);
+    move_running_statistics(net, 210);
+    const auto m = oar::to_onnx(net);
+    int concats = 0;
+    for (const auto& n : m.graph().node())
+        if (n.op_type() == "Concat") {
+            ++concats;
+            CHECK(n.input_size() == 3);
+            REQUIRE(n.attribute_size() == 1);
+            CHECK(n.attribute(0).name() == "axis");
+            CHECK(n.attribute(0).i() == 1);
+        }
+    CHECK(concats == 1);
+    check_round_trip(net, 17);
 }
 
 TEST_CASE("export_onnx: what it cannot write is an error naming the layer or the file") {

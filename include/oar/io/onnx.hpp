@@ -40,6 +40,7 @@
 #include "../layers/flatten.hpp"        // Flatten, Identity
 #include "../layers/linear.hpp"         // Linear
 #include "../layers/pool2d.hpp"         // MaxPool2D, AvgPool2D, AdaptiveAvgPool2D
+#include "../nn/blocks.hpp"             // Residual, Concat
 #include "../nn/network.hpp"            // Network
 #include "atomic_file.hpp"              // write_file_atomically
 
@@ -73,6 +74,14 @@ public:
 
     /// Adds a node `op` from `inputs` to one output named `output`; returns the node to add attributes.
     onnx::NodeProto& node(std::string_view op, std::initializer_list<std::string> inputs, const std::string& output) {
+        onnx::NodeProto& n = *g_->add_node();
+        n.set_op_type(std::string(op));
+        n.set_name(output);
+        for (const auto& i : inputs) n.add_input(i);
+        n.add_output(output);
+        return n;
+    }
+    onnx::NodeProto& node(std::string_view op, const std::vector<std::string>& inputs, const std::string& output) {
         onnx::NodeProto& n = *g_->add_node();
         n.set_op_type(std::string(op));
         n.set_name(output);
@@ -367,6 +376,65 @@ struct onnx_op<BatchNormLayer<C, Dim>> {
         auto& n = g.node("BatchNormalization", {at.input, w, b, m, v}, y);
         onnx_graph::attr(n, "epsilon", l.epsilon);
         onnx_graph::attr(n, "momentum", l.momentum);
+        return y;
+    }
+};
+
+namespace detail {
+/// Whether every layer of a block's part (the std::tuple of its layers) has an ONNX mapping.
+template <class Tuple>
+inline constexpr bool onnx_tuple_exportable = false;
+template <class... Ls>
+inline constexpr bool onnx_tuple_exportable<std::tuple<Ls...>> = (OnnxExportable<Ls> && ...);
+
+/// Emits the layers `ls` of a block's part one after the other from the value `input` (per-sample
+/// dims `in`), layer k's state-dict keys under prefix + "k."; returns the name of the last output.
+/// `index` is the enclosing top-level layer's, for error messages.
+template <class... Ls>
+std::string onnx_chain(onnx_graph& g, const std::tuple<Ls...>& ls, Dims in, std::string input, const std::string& prefix,
+                       std::size_t index) {
+    const auto d = propagate<Ls...>(in).dims;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((input = onnx_op<std::tuple_element_t<I, std::tuple<Ls...>>>::emit(
+              g, std::get<I>(ls), onnx_layer{index, d[I], d[I + 1], input, concat(prefix, I, ".")})),
+         ...);
+    }(std::index_sequence_for<Ls...>{});
+    return input;
+}
+}  // namespace detail
+
+/// Residual: its body's nodes (keys "N.body.k.*"), its shortcut's ("N.shortcut.k.*") or the input
+/// itself, then Add. Exportable when every inner layer is.
+template <class Body, class Shortcut>
+    requires detail::onnx_tuple_exportable<typename Residual<Body, Shortcut>::body_chain::layers> &&
+             (!Residual<Body, Shortcut>::has_shortcut ||
+              detail::onnx_tuple_exportable<typename Residual<Body, Shortcut>::shortcut_chain::layers>)
+struct onnx_op<Residual<Body, Shortcut>> {
+    static std::string emit(onnx_graph& g, const Residual<Body, Shortcut>& l, const onnx_layer& at) {
+        const std::string b = detail::onnx_chain(g, l.body, at.in, at.input, at.prefix + "body.", at.index);
+        std::string s = at.input;
+        if constexpr (Residual<Body, Shortcut>::has_shortcut)
+            s = detail::onnx_chain(g, l.shortcut, at.in, at.input, at.prefix + "shortcut.", at.index);
+        const std::string y = g.fresh(at.prefix + "Add");
+        g.node("Add", {b, s}, y);
+        return y;
+    }
+};
+
+/// Concat<Axis, ...>: each branch's nodes (keys "N.b.k.*") on the same input, then Concat along
+/// Axis (the batch being axis 0, as in oar). Exportable when every inner layer is.
+template <std::size_t Axis, class... Branches>
+    requires(detail::onnx_tuple_exportable<typename detail::chain_of<Branches>::type::layers> && ...)
+struct onnx_op<Concat<Axis, Branches...>> {
+    static std::string emit(onnx_graph& g, const Concat<Axis, Branches...>& l, const onnx_layer& at) {
+        std::vector<std::string> outs;
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (outs.push_back(detail::onnx_chain(g, std::get<I>(l.branches), at.in, at.input,
+                                               detail::concat(at.prefix, I, "."), at.index)),
+             ...);
+        }(std::index_sequence_for<Branches...>{});
+        const std::string y = g.fresh(at.prefix + "Concat");
+        onnx_graph::attr(g.node("Concat", outs, y), "axis", detail::i64(Axis));
         return y;
     }
 };
