@@ -57,14 +57,14 @@ std::pair<float, float> train_briefly(Net& net, int steps) {
 
 }  // namespace
 
-// Counts as torch counts the same modules (tests/torch/ builds them): weights and biases, and
-// BatchNorm's running mean and variance as buffers.
+// Counts as torch counts the same modules (tests/torch/ builds them): weights and biases (the
+// convolutions before a BatchNorm have none), and BatchNorm's running mean and variance as buffers.
 static_assert(ResInfo::output_dims == oar::make_dims(10));
-static_assert(ResInfo::total_params == (3 * 8 * 9 + 8) + 2 * 8                              // stem
-                                           + 2 * (2 * (8 * 8 * 9 + 8) + 2 * 2 * 8)          // two basic blocks
-                                           + (8 * 16 * 9 + 16) + (16 * 16 * 9 + 16) + 2 * 2 * 16  // projection body
-                                           + (8 * 16 + 16) + 2 * 16                         // its shortcut
-                                           + 16 * 10 + 10);                                 // classifier
+static_assert(ResInfo::total_params == (3 * 8 * 9) + 2 * 8                                    // stem (no conv bias)
+                                           + 2 * (2 * (8 * 8 * 9) + 2 * 2 * 8)                  // two basic blocks
+                                           + (8 * 16 * 9) + (16 * 16 * 9) + 2 * 2 * 16          // projection body
+                                           + (8 * 16) + 2 * 16                                  // its shortcut
+                                           + 16 * 10 + 10);                                     // classifier
 static_assert(ResInfo::total_buffers == 2 * 8 + 2 * 2 * 2 * 8 + 3 * 2 * 16);
 static_assert(IncInfo::output_dims == oar::make_dims(10));
 static_assert(IncInfo::dims[5] == oar::make_dims(32, 16, 16));  // the Concat: 8 + 16 + 8 channels

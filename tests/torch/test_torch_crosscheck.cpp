@@ -1,7 +1,9 @@
 // Cross-checks oar against libtorch (Debian's libtorch-dev 1.13, CPU, float32, one thread) on
 // fixed inputs drawn from oar::CounterRng (never torch's RNG): Conv2D, MaxPool2D, AvgPool2D and
 // Linear forward/backward, CrossEntropyLoss (on logits, and on probabilities), the SGD / Momentum / Adagrad / Adam updates with L2
-// decay, and three Adam training steps of the course's CNN.
+// decay, three Adam training steps of the course's CNN, and ResNet8 and InceptionNet
+// (models/resnet.hpp: Residual and Concat blocks, BatchNorm) for one Adam step in training and one
+// in evaluation mode.
 //
 // "Agrees to 1e-5 relative" means, for every compared tensor a (oar) against b (torch):
 //     max_i |a_i - b_i|  <=  1e-5 * max(max_i |b_i|, 1e-30)
@@ -29,7 +31,10 @@
 #include <torch/torch.h>  // torch::Tensor, torch::nn::functional, torch::optim
 #pragma GCC diagnostic pop
 
+#include <map>  // std::map
+
 #include <oar/models/course.hpp>  // course::CNN
+#include <oar/models/resnet.hpp>  // models::ResNet8, models::InceptionNet
 #include <oar/oar.hpp>            // the CPU API under test
 
 namespace {
@@ -584,4 +589,156 @@ TEST_CASE("The course CNN: 3 Adam steps on one batch agree with the same model i
         for (std::size_t k = 0; k < tparams.size(); ++k)
             expect_close(s + keys[k] + " after Adam", ps.value(ps.entry(keys[k])), as_oar_layout(k, tparams[k]));
     }
+}
+
+namespace {
+
+/// A network's parameters (leaves requiring gradients) and buffers as torch tensors by state-dict
+/// key, copied from oar and laid out as oar lays them out (a Linear weight stays [In, Out]).
+struct TorchState {
+    std::map<std::string, torch::Tensor> tensors;
+    std::vector<std::string> param_keys, buffer_keys;
+    std::vector<torch::Tensor> params;
+
+    explicit TorchState(const oar::ParameterSet& ps) {
+        for (const auto& e : ps.entries()) {
+            tensors[e.key] = to_torch(ps.value(e), sizes(e.dims), true);
+            param_keys.push_back(e.key);
+            params.push_back(tensors[e.key]);
+        }
+        const auto b = ps.host_buffers();
+        for (const auto& e : ps.buffer_entries()) {
+            tensors[e.key] = to_torch(b.subspan(e.offset, e.size), sizes(e.dims));
+            buffer_keys.push_back(e.key);
+        }
+    }
+    const torch::Tensor& operator[](const std::string& key) const { return tensors.at(key); }
+    static std::vector<std::int64_t> sizes(const oar::Dims& d) {
+        auto s = torch_sizes(1, d);
+        s.erase(s.begin());
+        return s;
+    }
+
+    /// Conv2D without bias at `prefix` ("3.body.0."), stride and padding s, p.
+    torch::Tensor conv(const torch::Tensor& x, const std::string& prefix, std::int64_t s, std::int64_t p) const {
+        return F::conv2d(x, (*this)[prefix + "weight"], F::Conv2dFuncOptions().stride(s).padding(p));
+    }
+    /// Conv2D with bias.
+    torch::Tensor conv_b(const torch::Tensor& x, const std::string& prefix, std::int64_t s, std::int64_t p) const {
+        return F::conv2d(x, (*this)[prefix + "weight"],
+                         F::Conv2dFuncOptions().bias((*this)[prefix + "bias"]).stride(s).padding(p));
+    }
+    /// BatchNorm2D: Paddle's momentum 0.9 keeps 90 % of the running value, torch's momentum 0.1.
+    torch::Tensor bn(const torch::Tensor& x, const std::string& prefix, bool train) const {
+        return F::batch_norm(x, (*this)[prefix + "_mean"], (*this)[prefix + "_variance"],
+                             F::BatchNormFuncOptions()
+                                 .weight((*this)[prefix + "weight"])
+                                 .bias((*this)[prefix + "bias"])
+                                 .training(train)
+                                 .momentum(0.1)
+                                 .eps(1e-5));
+    }
+    /// Linear with oar's [In, Out] weight.
+    torch::Tensor linear(const torch::Tensor& x, const std::string& prefix) const {
+        return F::linear(x, (*this)[prefix + "weight"].t(), (*this)[prefix + "bias"]);
+    }
+};
+
+/// ResNet8<W> in torch (the layer indices of models/resnet.hpp in the keys).
+torch::Tensor resnet8_torch(const TorchState& t, const torch::Tensor& x, bool train) {
+    auto h = torch::relu(t.bn(t.conv(x, "0.", 1, 1), "1.", train));
+    for (const std::string b : {"3.", "5."}) {
+        auto body = torch::relu(t.bn(t.conv(h, b + "body.0.", 1, 1), b + "body.1.", train));
+        body = t.bn(t.conv(body, b + "body.3.", 1, 1), b + "body.4.", train);
+        h = torch::relu(body + h);  // the block's sum, then the ReLU layer after it
+    }
+    auto body = torch::relu(t.bn(t.conv(h, "7.body.0.", 2, 1), "7.body.1.", train));
+    body = t.bn(t.conv(body, "7.body.3.", 1, 1), "7.body.4.", train);
+    const auto shortcut = t.bn(t.conv(h, "7.shortcut.0.", 2, 0), "7.shortcut.1.", train);
+    h = torch::relu(body + shortcut);
+    h = F::adaptive_avg_pool2d(h, F::AdaptiveAvgPool2dFuncOptions({1, 1})).flatten(1);
+    return t.linear(h, "11.");
+}
+
+/// InceptionNet in torch.
+torch::Tensor inception_torch(const TorchState& t, const torch::Tensor& x, bool train) {
+    const auto pool = F::MaxPool2dFuncOptions(2).stride(2);
+    auto h = F::max_pool2d(torch::relu(t.bn(t.conv(x, "0.", 1, 1), "1.", train)), pool);
+    const auto b0 = torch::relu(t.conv_b(h, "4.0.0.", 1, 0));
+    const auto b1 = torch::relu(t.conv_b(torch::relu(t.conv_b(h, "4.1.0.", 1, 0)), "4.1.2.", 1, 1));
+    const auto b2 = torch::relu(t.conv_b(h, "4.2.0.", 1, 2));
+    h = F::max_pool2d(torch::cat({b0, b1, b2}, 1), pool);
+    h = F::adaptive_avg_pool2d(h, F::AdaptiveAvgPool2dFuncOptions({1, 1})).flatten(1);
+    return t.linear(h, "8.");
+}
+
+/// One Adam step of `Model` on a batch of 4 in training mode, then one in evaluation mode (with
+/// the running statistics and weights the first step left), against `torch_forward` on the same
+/// weights: logits, loss, every parameter's gradient, every parameter after the step and every
+/// running statistic after it, each to 1e-5 relative to its tensor's largest value (expect_close:
+/// a bias that starts at zero is compared at the scale of its tensor, about the learning rate).
+template <class Model, class TorchForward>
+void check_model_steps(const std::string& name, std::uint64_t seed, TorchForward&& torch_forward) {
+    using Net = oar::Network<Model, oar::models::CifarImage>;
+    constexpr std::int64_t n = 4;
+    Net net(seed);  // oar's own (Paddle-default) initialisation
+    auto& ps = net.parameters();
+    oar::Adam<> opt(ps, {.learning_rate = 1e-3f});
+    oar::CrossEntropyLoss<> ce;
+    TorchState t(ps);
+    REQUIRE(!t.buffer_keys.empty());
+    torch::optim::Adam topt(t.params, torch::optim::AdamOptions(1e-3));
+
+    oar::Tensor x(n, oar::models::CifarImage::dims);
+    fill_uniform(x.span(), seed + 1, -1.0f, 1.0f);
+    std::vector<std::int64_t> labels(n);
+    const oar::CounterRng rng{20240601};
+    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(rng.below(seed + 2, i, 10));
+    const auto tx = to_torch(x.span(), {n, 3, 32, 32});
+    const auto tl = torch::from_blob(labels.data(), {n}, torch::kInt64).clone();
+
+    for (const bool train : {true, false}) {
+        const std::string s = name + (train ? ", training: " : ", evaluation: ");
+        std::printf("%s%s mode, one Adam step\n", name.c_str(), train ? " training" : " evaluation");
+        if (train) net.train();
+        else net.eval();
+        net.clear_grad();
+        const auto logits = net.forward(x);
+        const float loss = ce.forward(logits, labels);
+        net.backward(ce.backward());
+
+        topt.zero_grad();
+        const torch::Tensor tlogits = torch_forward(t, tx, train);
+        const torch::Tensor tloss = F::cross_entropy(tlogits, tl);
+        tloss.backward();
+
+        expect_close(s + "logits", logits.span(), tlogits);
+        expect_close(s + "loss", loss, tloss.item<double>());
+        for (const auto& k : t.param_keys) expect_close(s + k + " grad", ps.grad(ps.entry(k)), t[k].grad());
+
+        // Adam's first steps divide each gradient entry by its own magnitude (m / (sqrt(v) + 1e-8)),
+        // so an entry near zero, whose rounding differs between the two libraries, may move its
+        // parameter by anything up to the learning rate. torch therefore steps from oar's
+        // gradients (compared above): the parameters after the step check Adam's arithmetic, and
+        // that it moves every parameter and no buffer, and the next mode starts from equal weights.
+        for (const auto& k : t.param_keys) {
+            const auto g = ps.grad(ps.entry(k));
+            t[k].mutable_grad() = to_torch(g, t[k].sizes().vec());
+        }
+        opt.step();
+        topt.step();
+        for (const auto& k : t.param_keys) expect_close(s + k + " after Adam", ps.value(ps.entry(k)), t[k]);
+        const auto b = ps.host_buffers();
+        for (const auto& e : ps.buffer_entries()) expect_close(s + e.key, b.subspan(e.offset, e.size), t[e.key]);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("ResNet8 (Residual blocks, BatchNorm): one Adam step in training and one in evaluation mode agree with libtorch") {
+    check_model_steps<oar::models::ResNet8<>>("ResNet8", 700, resnet8_torch);
+}
+
+TEST_CASE("InceptionNet (a Concat of three branches): one Adam step in training and one in evaluation mode agree with libtorch") {
+    check_model_steps<oar::models::InceptionNet<>>("InceptionNet", 710, inception_torch);
 }

@@ -19,21 +19,27 @@
 
 namespace oar::models {
 
+/// A 3x3 convolution without bias: every convolution here feeds a BatchNorm2D, whose mean
+/// subtraction cancels a bias exactly (its gradient is zero in training), as torchvision's
+/// ResNet does (bias=False).
+template <std::size_t In, std::size_t Out, std::size_t Stride = 1>
+using Conv3x3 = Conv2D<In, Out, 3, Stride, 1, Bias::no>;
+
 /// A ResNet basic block of C channels: conv3x3-BN-ReLU-conv3x3-BN plus the input (the ReLU after
 /// the sum is the next layer, as in torchvision's BasicBlock).
 template <std::size_t C>
-using BasicBlock = Residual<Sequential<Conv2D<C, C, 3, 1, 1>, BatchNorm2D<C>, ReLU, Conv2D<C, C, 3, 1, 1>, BatchNorm2D<C>>>;
+using BasicBlock = Residual<Sequential<Conv3x3<C, C>, BatchNorm2D<C>, ReLU, Conv3x3<C, C>, BatchNorm2D<C>>>;
 
 /// A downsampling basic block In -> Out channels, stride 2, with the projection shortcut
 /// conv1x1(stride 2)-BN.
 template <std::size_t In, std::size_t Out>
-using DownBlock = Residual<Sequential<Conv2D<In, Out, 3, 2, 1>, BatchNorm2D<Out>, ReLU, Conv2D<Out, Out, 3, 1, 1>, BatchNorm2D<Out>>,
-                           Sequential<Conv2D<In, Out, 1, 2>, BatchNorm2D<Out>>>;
+using DownBlock = Residual<Sequential<Conv3x3<In, Out, 2>, BatchNorm2D<Out>, ReLU, Conv3x3<Out, Out>, BatchNorm2D<Out>>,
+                           Sequential<Conv2D<In, Out, 1, 2, 0, Bias::no>, BatchNorm2D<Out>>>;
 
-/// Stem conv3x3(3 -> W)-BN-ReLU, two basic blocks of W channels, a projection block to 2W at
+/// Stem conv3x3(3 -> W)-BN-ReLU (convolutions without bias), two basic blocks of W channels, a projection block to 2W at
 /// stride 2, global average pooling, a Linear classifier: 8 weighted layers on the main path.
 template <std::size_t W = 16, std::size_t Classes = 10>
-using ResNet8 = Sequential<Conv2D<3, W, 3, 1, 1>, BatchNorm2D<W>, ReLU, BasicBlock<W>, ReLU, BasicBlock<W>, ReLU,
+using ResNet8 = Sequential<Conv3x3<3, W>, BatchNorm2D<W>, ReLU, BasicBlock<W>, ReLU, BasicBlock<W>, ReLU,
                            DownBlock<W, 2 * W>, ReLU, AdaptiveAvgPool2D<1, 1>, Flatten, Linear<2 * W, Classes>>;
 
 /// An Inception-style block: a 1x1 branch, a 1x1-then-3x3 branch and a 5x5 branch on the same
@@ -46,7 +52,7 @@ using InceptionBlock = Concat<1, Sequential<Conv2D<In, B1, 1>, ReLU>,
 /// Stem conv3x3(3 -> 16)-BN-ReLU, 2x2 max pooling, an Inception block (8 + 16 + 8 channels), 2x2
 /// max pooling, global average pooling, a Linear classifier.
 template <std::size_t Classes = 10>
-using InceptionNet = Sequential<Conv2D<3, 16, 3, 1, 1>, BatchNorm2D<16>, ReLU, MaxPool2D<2, 2>, InceptionBlock<16, 8, 16, 8>,
+using InceptionNet = Sequential<Conv3x3<3, 16>, BatchNorm2D<16>, ReLU, MaxPool2D<2, 2>, InceptionBlock<16, 8, 16, 8>,
                                 MaxPool2D<2, 2>, AdaptiveAvgPool2D<1, 1>, Flatten, Linear<32, Classes>>;
 
 /// CIFAR-10's per-sample shape.
