@@ -30,6 +30,35 @@ TEST_CASE("every CPU runs sse2, the best ISA is supported and listed first") {
     for (oar::cpu_isa isa : isas) CHECK(oar::cpu_supports(isa));
     // avx512 implies avx2 here (both need FMA and AVX2).
     if (oar::cpu_supports(oar::cpu_isa::avx512)) CHECK(oar::cpu_supports(oar::cpu_isa::avx2));
+    // Each level includes the ones below it.
+    if (oar::cpu_supports(oar::cpu_isa::amx)) CHECK(oar::cpu_supports(oar::cpu_isa::avx512_bf16));
+    if (oar::cpu_supports(oar::cpu_isa::avx512_bf16)) CHECK(oar::cpu_supports(oar::cpu_isa::avx512));
+}
+
+TEST_CASE("the bf16 levels run the avx512 copies of the fp32 kernels") {
+    CHECK(oar::vector_isa(oar::cpu_isa::amx) == oar::cpu_isa::avx512);
+    CHECK(oar::vector_isa(oar::cpu_isa::avx512_bf16) == oar::cpu_isa::avx512);
+    for (oar::cpu_isa isa : {oar::cpu_isa::avx512, oar::cpu_isa::avx2, oar::cpu_isa::sse2})
+        CHECK(oar::vector_isa(isa) == isa);
+    CHECK(oar::cpu_isa_name(oar::cpu_isa::avx512_bf16) == "avx512bf16");
+    CHECK(oar::cpu_isa_name(oar::cpu_isa::amx) == "amx");
+    for (oar::cpu_isa isa : oar::supported_cpu_isas()) {
+        oar::set_cpu_isa(isa);
+        CHECK(oar::active_vector_isa() == oar::vector_isa(isa));
+    }
+    oar::set_cpu_isa(oar::default_cpu_isa());
+}
+
+TEST_CASE("an unsupported amx or avx512bf16 names what is missing") {
+    if (!oar::cpu_supports(oar::cpu_isa::amx)) {
+        const std::string why = oar::cpu_isa_unsupported_reason(oar::cpu_isa::amx);
+        CHECK(why.find("does not support amx") != std::string::npos);
+        // With AVX512-BF16 present, the missing piece is AMX itself or the kernel's permission.
+        if (oar::cpu_supports(oar::cpu_isa::avx512_bf16))
+            CHECK((why.find("AMX-TILE") != std::string::npos || why.find("ARCH_REQ_XCOMP_PERM") != std::string::npos));
+    }
+    if (!oar::cpu_supports(oar::cpu_isa::avx512_bf16) && oar::cpu_supports(oar::cpu_isa::avx512))
+        CHECK(oar::cpu_isa_unsupported_reason(oar::cpu_isa::avx512_bf16).find("no AVX512-BF16") != std::string::npos);
 }
 
 TEST_CASE("ISA names round-trip through parse_cpu_isa") {
@@ -40,7 +69,7 @@ TEST_CASE("an unknown OAR_ISA name is a value_error naming the variable, the val
     const std::string msg = message_of([] { (void)oar::parse_cpu_isa("avx3"); });
     CHECK(msg.find("OAR_ISA") != std::string::npos);
     CHECK(msg.find("\"avx3\"") != std::string::npos);
-    CHECK(msg.find("avx512, avx2 or sse2") != std::string::npos);
+    CHECK(msg.find("amx, avx512bf16, avx512, avx2 or sse2") != std::string::npos);
     CHECK(message_of([] { (void)oar::parse_cpu_isa("AVX2"); }).find("\"AVX2\"") != std::string::npos);
 }
 
@@ -56,7 +85,7 @@ TEST_CASE("OAR_ISA picks the default ISA; empty means the best; bad values throw
 }
 
 TEST_CASE("an ISA this CPU lacks, or this program did not compile, is refused by name, never run") {
-    for (oar::cpu_isa isa : {oar::cpu_isa::avx512, oar::cpu_isa::avx2}) {
+    for (oar::cpu_isa isa : oar::all_cpu_isas) {
         CHECK(oar::cpu_supports(isa) == (oar::cpu_isa_compiled(isa) && oar::cpu_has(isa)));
         if (oar::cpu_supports(isa)) continue;
         const std::string name(oar::cpu_isa_name(isa));

@@ -161,7 +161,7 @@ namespace cpu_detail {
 /// Calls isa_<active ISA>::conv2d_forward_batch / conv2d_backward_batch.
 #if OAR_ISA_X86
 #define OAR_CONV_DISPATCH(name, ...)                                \
-    switch (active_cpu_isa()) {                                     \
+    switch (active_vector_isa()) {                              \
         case cpu_isa::avx512: return isa_avx512::name(__VA_ARGS__); \
         case cpu_isa::avx2: return isa_avx2::name(__VA_ARGS__);     \
         default: return isa_sse2::name(__VA_ARGS__);                \

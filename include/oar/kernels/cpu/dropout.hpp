@@ -30,7 +30,7 @@ struct kernel<op::dropout, basic_cpu<T>> {
         const std::size_t blocks = count / 4, tasks = (blocks + chunk_blocks - 1) / chunk_blocks;
         const auto range = [&](std::size_t t) {
             const std::size_t b0 = t * chunk_blocks, b1 = std::min(blocks, b0 + chunk_blocks);
-            switch (active_cpu_isa()) {
+            switch (active_vector_isa()) {
 #if OAR_ISA_X86
                 case cpu_isa::avx512: return cpu_detail::isa_avx512::dropout_blocks(rng, stream, p, scale, in, out, b0, b1);
                 case cpu_isa::avx2: return cpu_detail::isa_avx2::dropout_blocks(rng, stream, p, scale, in, out, b0, b1);

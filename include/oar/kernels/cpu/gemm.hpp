@@ -40,7 +40,7 @@ template <class T>
 struct kernel<op::gemm, basic_cpu<T>> {
     static void run(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
                     std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
-        switch (active_cpu_isa()) {
+        switch (active_vector_isa()) {
 #if OAR_ISA_X86
             case cpu_isa::avx512:
                 return cpu_detail::isa_avx512::gemm_run<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -30,6 +30,8 @@ enum class scratch_slot {
     wino_xg,         // Winograd weight gradient: a group's transformed inputs
     wino_dyg,        // Winograd weight gradient: a group's transformed dy
     wino_acc,        // Winograd weight gradient: per-group partial sums
+    bf16_a,          // bf16 gemm: op(A) widened to float, or its packed bf16 panels
+    bf16_b,          // bf16 gemm: op(B) widened to float, or its packed bf16 strips
 };
 
 /// At least n values of T in this thread's buffer for `Slot`; contents undefined.

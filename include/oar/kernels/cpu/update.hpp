@@ -40,7 +40,7 @@ private:
     template <class F>
     static void run_range(const F& f, std::size_t b, std::size_t e, T* OAR_RESTRICT p, const T* OAR_RESTRICT g,
                           T* OAR_RESTRICT s1, T* OAR_RESTRICT s2) {
-        switch (active_cpu_isa()) {
+        switch (active_vector_isa()) {
 #if OAR_ISA_X86
             case cpu_isa::avx512: return cpu_detail::isa_avx512::update_range(f, b, e, p, g, s1, s2);
             case cpu_isa::avx2: return cpu_detail::isa_avx2::update_range(f, b, e, p, g, s1, s2);

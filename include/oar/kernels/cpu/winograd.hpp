@@ -108,7 +108,7 @@ namespace cpu_detail {
 /// Calls isa_<active ISA>::name<targs>(args...): the Winograd kernels run on the ISA of the call.
 #if OAR_ISA_X86
 #define OAR_WINO_DISPATCH(name, ...)                                                 \
-    switch (active_cpu_isa()) {                                                      \
+    switch (active_vector_isa()) {                                               \
         case cpu_isa::avx512: return isa_avx512::name(__VA_ARGS__);                  \
         case cpu_isa::avx2: return isa_avx2::name(__VA_ARGS__);                      \
         default: return isa_sse2::name(__VA_ARGS__);                                 \
@@ -120,7 +120,7 @@ namespace cpu_detail {
 /// Images per group (the SIMD lanes) at the active ISA: 16 (avx512), 8 (avx2), 4 (sse2) floats.
 template <class T>
 std::size_t winograd_lanes() {
-    switch (active_cpu_isa()) {
+    switch (active_vector_isa()) {
 #if OAR_ISA_X86
         case cpu_isa::avx512: return isa_avx512::simd::batch<T>::size;
         case cpu_isa::avx2: return isa_avx2::simd::batch<T>::size;

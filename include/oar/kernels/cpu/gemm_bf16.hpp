@@ -1,0 +1,200 @@
+// CPU bf16 GEMM with fp32 accumulation: C = alpha * op(A) op(B) + beta * C, A and B bfloat16
+// (core/bf16.hpp), C float, row-major, the arguments of kernel<op::gemm, cpu>. Not part of oar.hpp:
+// only code that uses bf16 mixed precision includes it.
+//
+// Three paths, chosen at run time by the active ISA (core/cpu_isa.hpp, OAR_ISA):
+// - amx: AMX tiles (tdpbf16ps), 32 x 32 blocks of C in four 16 x 16 fp32 tiles, 32 values of K per
+//   step (isa/gemm_bf16_amx.inc; Linux's permission for the tile state is asked by cpu_supports);
+// - avx512bf16: vdpbf16ps, a 10 x 32 register tile of C, K taken in pairs (isa/gemm_bf16_avx512.inc);
+// - avx512, avx2, sse2: op(A) and op(B) widened to float (exact) and multiplied by the fp32 GEMM
+//   (kernels/cpu/gemm.hpp) at that width. A product of two bf16 values is exact in fp32, so every
+//   path computes the exact products of the bf16 inputs and differs from the others only in the
+//   order and grouping of the fp32 sums, and in that vdpbf16ps and AMX treat subnormal inputs and
+//   results as zero (the fp32 path keeps them).
+// Each path sums every element of C in an order fixed by K alone (K blocks of 256 in order, each
+// added to C with beta applied by the first), so results do not depend on the thread count.
+#pragma once
+
+#include <algorithm>  // std::min, std::max
+#include <cstddef>    // std::size_t
+#include <cstdint>    // std::uint16_t, std::int32_t
+#include <cstring>    // std::memcpy
+
+#include "../../config.hpp"            // OAR_ISA_X86, OAR_ISA_COMPILED
+#include "../../core/bf16.hpp"         // bf16, to_float
+#include "../../core/cpu_isa.hpp"      // active_cpu_isa
+#include "../../core/thread_pool.hpp"  // default_pool
+#include "gemm.hpp"                    // kernel<op::gemm, cpu>: the fp32 path
+#include "scratch.hpp"                 // scratch, scratch_slot
+
+#if OAR_ISA_X86
+#include <immintrin.h>  // _mm512_dpbf16_ps, the AMX tile intrinsics (inside their target regions)
+#endif
+
+namespace oar::cpu_detail {
+
+/// K per block on the bf16 paths (a multiple of 32, the AMX step).
+inline constexpr std::size_t gemm_bf16_kc = 256;
+/// Rows of C per block of packed op(A) on the bf16 paths (a multiple of the AVX512-BF16 tile's 10
+/// rows and of the AMX block's 32 rows).
+inline constexpr std::size_t gemm_bf16_mc = 160;
+/// Columns of C per packed strip of op(B) (two zmm of fp32).
+inline constexpr std::size_t gemm_bf16_nr = 32;
+
+/// Packs op(B)(k0 + k, j0 + j) for k < kc, j < cols into a strip of pairs along K: for pair q,
+/// column j: out[(q*NR + j)*2 + e] = op(B)(k0 + 2q + e, j0 + j) (the layout vdpbf16ps and AMX's B
+/// tiles read), zero past kc (up to kc_pad) and past cols (up to NR). B(k, j) = b[k*bk + j*bj].
+inline void pack_b_bf16(std::size_t kc, std::size_t kc_pad, std::size_t cols, const bf16* b, std::size_t bk,
+                        std::size_t bj, std::uint16_t* out) {
+    constexpr std::size_t NR = gemm_bf16_nr;
+    for (std::size_t k = 0; k < kc_pad; ++k) {
+        std::uint16_t* row = out + (k / 2) * NR * 2 + (k & 1);
+        if (k < kc) {
+            const bf16* src = b + k * bk;
+            for (std::size_t j = 0; j < cols; ++j) row[j * 2] = src[j * bj].bits;
+            for (std::size_t j = cols; j < NR; ++j) row[j * 2] = 0;
+        } else {
+            for (std::size_t j = 0; j < NR; ++j) row[j * 2] = 0;
+        }
+    }
+}
+
+/// The epilogue of one row of up to 32 columns of C from fp32 sums: C = fma(alpha, acc, beta' C)
+/// with beta' C = 0 (beta 0, C not read), C (beta 1) or beta * C, as the fp32 GEMM rounds it.
+inline void bf16_row_store(const float* acc, float alpha, float beta, float* c, std::size_t cols) {
+    for (std::size_t j = 0; j < cols; ++j) {
+        const float cv = beta == 0.0f ? 0.0f : beta == 1.0f ? c[j] : c[j] * beta;
+        c[j] = __builtin_fmaf(alpha, acc[j], cv);
+    }
+}
+
+/// The fp32 path: op(A) and op(B) widened to float, then the fp32 GEMM at the active vector ISA.
+inline void gemm_bf16_widened(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
+                              const bf16* A, std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C,
+                              std::size_t ldc) {
+    const std::size_t ar = ta == Trans::no ? M : K, ac = ta == Trans::no ? K : M;  // A as stored
+    const std::size_t br = tb == Trans::no ? K : N, bc = tb == Trans::no ? N : K;
+    float* af = scratch<float, scratch_slot::bf16_a>(ar * ac);
+    float* bf = scratch<float, scratch_slot::bf16_b>(br * bc);
+    for (std::size_t r = 0; r < ar; ++r) to_float(A + r * lda, af + r * ac, ac);
+    for (std::size_t r = 0; r < br; ++r) to_float(B + r * ldb, bf + r * bc, bc);
+    kernel<op::gemm, cpu>::run(ta, tb, M, N, K, alpha, af, ac, bf, bc, beta, C, ldc);
+}
+
+}  // namespace oar::cpu_detail
+
+#if OAR_ISA_X86 && OAR_ISA_COMPILED(2)  // the bf16 levels go with avx512 (config.hpp: OAR_ISA_LEVELS)
+// The two bodies, each under its own target whatever the user's -march: functions compiled here may
+// use the instructions; dispatch (below) calls them only where cpu_supports says they run.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma")
+#if !defined(__CUDACC__)  // nvcc's front end does not know this pragma
+#pragma GCC optimize("O3")
+#endif
+#endif
+namespace oar::cpu_detail::bf16_avx512 {
+#include "isa/gemm_bf16_avx512.inc"  // gemm_block
+}  // namespace oar::cpu_detail::bf16_avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma")
+#if !defined(__CUDACC__)
+#pragma GCC optimize("O3")
+#endif
+#endif
+namespace oar::cpu_detail::bf16_amx {
+#include "isa/gemm_bf16_amx.inc"  // gemm_block
+}  // namespace oar::cpu_detail::bf16_amx
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif
+
+namespace oar {
+
+namespace cpu_detail {
+/// Multiply-adds per thread below which a bf16 product stays on one thread.
+inline constexpr double gemm_bf16_parallel_min_madds = 1.0e6;
+
+/// Splits C over the default pool in whole units (unit x unit blocks of C: NR columns or `rows`
+/// rows) and runs block(M', N', A', B', C') on each part.
+template <class Block>
+void gemm_bf16_split(std::size_t M, std::size_t N, std::size_t K, std::size_t row_unit, const bf16* A,
+                     std::size_t ai, const bf16* B, std::size_t bj, float* C, std::size_t ldc, Block&& block) {
+    ThreadPool* pool = ThreadPool::in_task() ? nullptr : &default_pool();
+    const double madds = double(M) * double(N) * double(K);
+    std::size_t parts = 1;
+    if (pool && pool->size() > 1 && madds >= 2 * gemm_bf16_parallel_min_madds)
+        parts = std::min<std::size_t>(pool->size(), static_cast<std::size_t>(madds / gemm_bf16_parallel_min_madds));
+    const std::size_t col_units = (N + gemm_bf16_nr - 1) / gemm_bf16_nr, row_units = (M + row_unit - 1) / row_unit;
+    const bool by_cols = col_units >= row_units;
+    const std::size_t units = by_cols ? col_units : row_units, unit = by_cols ? gemm_bf16_nr : row_unit;
+    parts = std::min(parts, units);
+    if (parts <= 1) {
+        block(M, N, A, B, C);
+        return;
+    }
+    pool->parallel_for(parts, [&](std::size_t t) {
+        const std::size_t u0 = ThreadPool::chunk_begin(units, parts, t), u1 = ThreadPool::chunk_begin(units, parts, t + 1);
+        if (by_cols) {
+            const std::size_t j0 = u0 * unit, j1 = std::min(N, u1 * unit);
+            block(M, j1 - j0, A, B + j0 * bj, C + j0);
+        } else {
+            const std::size_t i0 = u0 * unit, i1 = std::min(M, u1 * unit);
+            block(i1 - i0, N, A + i0 * ai, B, C + i0 * ldc);
+        }
+    });
+}
+}  // namespace cpu_detail
+
+/// C = alpha * op(A) op(B) + beta * C with A, B bf16 and C float, summed in fp32. op(A): (M, K),
+/// op(B): (K, N), C: (M, N); lda/ldb/ldc are the row strides of A, B, C as stored. beta == 0
+/// overwrites C (NaNs in C do not propagate), as in BLAS; alpha == 0 or K == 0 only scales C.
+inline void gemm_bf16(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const bf16* A,
+                      std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+    if (M == 0 || N == 0) return;
+    if (K == 0 || alpha == 0.0f) {  // C = beta * C, A and B not read
+        for (std::size_t i = 0; i < M; ++i)
+            for (std::size_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : C[i * ldc + j] * beta;
+        return;
+    }
+    const cpu_isa isa = active_cpu_isa();
+#if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
+    if (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) {
+        const std::size_t ai = ta == Trans::no ? lda : 1, ak = ta == Trans::no ? 1 : lda;
+        const std::size_t bk = tb == Trans::no ? ldb : 1, bj = tb == Trans::no ? 1 : ldb;
+        if (isa == cpu_isa::amx)
+            cpu_detail::gemm_bf16_split(M, N, K, 32, A, ai, B, bj, C, ldc,
+                                        [&](std::size_t m, std::size_t n, const bf16* a, const bf16* b, float* c) {
+                                            cpu_detail::bf16_amx::gemm_block(m, n, K, alpha, a, ai, ak, b, bk, bj,
+                                                                             beta, c, ldc);
+                                        });
+        else
+            cpu_detail::gemm_bf16_split(M, N, K, 10, A, ai, B, bj, C, ldc,
+                                        [&](std::size_t m, std::size_t n, const bf16* a, const bf16* b, float* c) {
+                                            cpu_detail::bf16_avx512::gemm_block(m, n, K, alpha, a, ai, ak, b, bk, bj,
+                                                                                beta, c, ldc);
+                                        });
+        return;
+    }
+#endif
+    (void)isa;
+    cpu_detail::gemm_bf16_widened(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/// Convenience: gemm_bf16 with packed (contiguous) operands.
+inline void gemm_bf16(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const bf16* A,
+                      const bf16* B, float beta, float* C) {
+    gemm_bf16(ta, tb, M, N, K, alpha, A, ta == Trans::no ? K : M, B, tb == Trans::no ? N : K, beta, C, N);
+}
+
+}  // namespace oar

@@ -1,0 +1,461 @@
+// Tests of oar/kernels/cpu/gemm_bf16.hpp on each of its paths this CPU runs: the fp32 path (bf16
+// inputs widened, at every vector ISA), AVX512-BF16 and AMX (skipped, naming the missing feature,
+// where the CPU or the kernel lacks them). Every transpose combination, alpha/beta, row strides
+// past the packed ones with NaN in A's and B's padding and a sentinel in C's, and sizes around each
+// path's tiles (10 x 32 registers, 32 x 32 AMX blocks, K pairs and 32-wide K steps, the 256-wide K
+// blocks and 160-row blocks), against double-precision references:
+// - the exact products of the bf16 inputs: every path only sums them in fp32, so
+//   |C - ref| <= (K + 2) 2^-24 (|alpha| sum|a_bf||b_bf| + |beta C0|);
+// - the fp32 inputs before rounding: |C - ref| <= k 2^-8 sum|a||b|. bf16 keeps 8 significant bits,
+//   so each input is within 2^-8 of itself and each product within (2^-7 + 2^-16) |a||b|: k <= 2.02
+//   in the worst case for K <= 1000, which short sums nearly reach (measured k = 1.84 for K < 32 on
+//   these uniform random inputs); longer sums cancel part of the rounding (measured k = 0.606 for
+//   K from 33 to 300, on the fp32 path). The other paths differ from that path by their fp32
+//   summation alone, at most 2 (K + 2) 2^-16 = 0.01 in k for K <= 300, so the checks use k = 2.02
+//   for K < 32 and k = 0.62 for K >= 32.
+// Paths agree with each other within the sum of their two accumulation bounds, and each gives the
+// same bits on 1, 2 and 3 threads. The AVX512-BF16 and AMX bodies (isa/gemm_bf16_*.inc) also run on
+// every host with their intrinsics emulated here as the Intel SDM defines them (vdpbf16ps,
+// tdpbf16ps: exact bf16 products added to fp32 sums), so their packing, edges, masks and blocks are
+// checked where the instructions are absent; the real instructions only where the CPU has them.
+#include <doctest/doctest.h>  // TEST_CASE, CHECK
+
+#include <oar/kernels/cpu/gemm_bf16.hpp>  // the header under test
+#include <oar/core/bf16.hpp>              // to_bf16, to_float
+#include <oar/core/cpu_isa.hpp>           // supported_cpu_isas, set_cpu_isa, cpu_supports
+#include <oar/core/thread_pool.hpp>       // set_num_threads: results must not depend on it
+
+#include <algorithm>  // std::max
+#include <cmath>      // std::fabs, std::isnan, std::ldexp
+#include <cstddef>    // std::size_t
+#include <cstdint>    // std::uint64_t, std::uint16_t, std::int32_t
+#include <cstring>    // std::memcpy: the emulated intrinsics
+#include <limits>     // std::numeric_limits
+#include <string>     // std::string
+#include <vector>     // std::vector
+
+#include "support/random.hpp"  // oar_test::random_vector
+#include "support/skip.hpp"    // oar_test::skip: a path this CPU lacks
+
+namespace {
+
+using oar::Trans;
+constexpr Trans both_trans[] = {Trans::no, Trans::yes};
+constexpr double k_short = 2.02, k_long = 0.62;  // see the header comment
+
+struct Bf16Case {
+    Trans ta, tb;
+    std::size_t M, N, K;
+    float alpha, beta;
+    std::size_t pad;  // extra row-stride elements of A, B and C
+};
+
+struct Bf16Result {
+    std::size_t bad = 0;      // entries outside the accumulation bound, or padding touched
+    double worst_k = 0;       // max |C - ref32| / (2^-8 sum|a||b|) (alpha 1, beta 0 cases)
+    std::vector<float> c;     // C as computed (with its padding)
+    std::vector<double> tol;  // the accumulation bound per entry of C
+    std::string first;
+};
+
+std::string describe(const Bf16Case& c) {
+    return std::string("ta=") + (c.ta == Trans::yes ? "T" : "N") + " tb=" + (c.tb == Trans::yes ? "T" : "N") +
+           " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+           " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta) + " pad=" + std::to_string(c.pad);
+}
+
+/// Runs one case on the active ISA's path and checks it against both references.
+Bf16Result run_case(const Bf16Case& c, std::uint64_t seed) {
+    const std::size_t a_rows = c.ta == Trans::no ? c.M : c.K, a_cols = c.ta == Trans::no ? c.K : c.M;
+    const std::size_t b_rows = c.tb == Trans::no ? c.K : c.N, b_cols = c.tb == Trans::no ? c.N : c.K;
+    const std::size_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.N + c.pad;
+    const float nan = std::numeric_limits<float>::quiet_NaN(), sentinel = 12345.0f;
+    const auto a32 = oar_test::random_vector<float>(a_rows * lda, seed);
+    const auto b32 = oar_test::random_vector<float>(b_rows * ldb, seed + 1);
+    std::vector<oar::bf16> a(a32.size()), b(b32.size());
+    oar::to_bf16(a32.data(), a.data(), a.size());
+    oar::to_bf16(b32.data(), b.data(), b.size());
+    for (std::size_t r = 0; r < a_rows; ++r)
+        for (std::size_t j = a_cols; j < lda; ++j) a[r * lda + j] = oar::to_bf16(nan);
+    for (std::size_t r = 0; r < b_rows; ++r)
+        for (std::size_t j = b_cols; j < ldb; ++j) b[r * ldb + j] = oar::to_bf16(nan);
+    auto c0 = oar_test::random_vector<float>(c.M * ldc, seed + 2);
+    for (std::size_t i = 0; i < c.M; ++i)
+        for (std::size_t j = c.N; j < ldc; ++j) c0[i * ldc + j] = sentinel;
+    Bf16Result res;
+    res.c = c0;
+    res.tol.assign(c.M * ldc, 0.0);
+    oar::gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, c.alpha, a.data(), lda, b.data(), ldb, c.beta, res.c.data(), ldc);
+    const auto A = [&](const auto& m, std::size_t i, std::size_t k) {
+        return double(c.ta == Trans::no ? m[i * lda + k] : m[k * lda + i]);
+    };
+    const auto Bv = [&](const auto& m, std::size_t k, std::size_t j) {
+        return double(c.tb == Trans::no ? m[k * ldb + j] : m[j * ldb + k]);
+    };
+    std::vector<float> af(a.size()), bf(b.size());
+    oar::to_float(a.data(), af.data(), a.size());
+    oar::to_float(b.data(), bf.data(), b.size());
+    for (std::size_t i = 0; i < c.M; ++i)
+        for (std::size_t j = 0; j < ldc; ++j) {
+            const float got = res.c[i * ldc + j];
+            if (j >= c.N) {
+                if (got != sentinel && ++res.bad == 1) res.first = "padding of C written at " + std::to_string(i);
+                continue;
+            }
+            double exact = 0, exact_abs = 0, ref32 = 0, ref32_abs = 0;
+            for (std::size_t k = 0; k < c.K; ++k) {
+                exact += A(af, i, k) * Bv(bf, k, j);
+                exact_abs += std::fabs(A(af, i, k) * Bv(bf, k, j));
+                ref32 += A(a32, i, k) * Bv(b32, k, j);
+                ref32_abs += std::fabs(A(a32, i, k) * Bv(b32, k, j));
+            }
+            const double cin = c.beta == 0.0f ? 0.0 : double(c.beta) * c0[i * ldc + j];
+            const double want = double(c.alpha) * exact + cin;
+            const double tol = std::ldexp(double(c.K + 2), -24) * (std::fabs(double(c.alpha)) * exact_abs + std::fabs(cin)) +
+                               std::numeric_limits<float>::denorm_min();
+            res.tol[i * ldc + j] = tol;
+            if (!(std::fabs(got - want) <= tol) && ++res.bad == 1)
+                res.first = "C(" + std::to_string(i) + "," + std::to_string(j) + ") = " + std::to_string(got) +
+                            ", exact sum of the bf16 products " + std::to_string(want);
+            if (c.alpha == 1.0f && c.beta == 0.0f && ref32_abs > 0)
+                res.worst_k = std::max(res.worst_k, std::fabs(got - ref32) / std::ldexp(ref32_abs, -8));
+        }
+    return res;
+}
+
+/// The sweep of one path (the active ISA): every transpose pair over the sizes around its tiles.
+/// Returns the results in order, for comparisons between paths.
+std::vector<Bf16Result> sweep(const char* path) {
+    std::vector<Bf16Result> all;
+    double worst_k_short = 0, worst_k_long = 0;  // K < 32, K >= 32
+    std::uint64_t seed = 100;
+    for (Trans ta : both_trans)
+        for (Trans tb : both_trans)
+            for (std::size_t M : {1u, 9u, 11u, 32u, 33u, 161u})
+                for (std::size_t N : {1u, 16u, 17u, 32u, 65u})
+                    for (std::size_t K : {1u, 2u, 3u, 33u, 64u, 257u, 300u}) {
+                        const bool plain = (M + N + K) % 3 != 0;  // a third of the cases scale and add to C
+                        const Bf16Case c{ta, tb, M, N, K, plain ? 1.0f : -0.75f, plain ? 0.0f : 0.5f, (M + K) % 3};
+                        Bf16Result r = run_case(c, seed++);
+                        INFO(std::string(path), ": ", describe(c), ": ", r.first);
+                        CHECK(r.bad == 0);
+                        double& worst = K < 32 ? worst_k_short : worst_k_long;
+                        worst = std::max(worst, r.worst_k);
+                        all.push_back(std::move(r));
+                    }
+    MESSAGE(std::string(path) << ": measured k = " << worst_k_short << " for K < 32, " << worst_k_long
+                              << " for K >= 32 (max |C - fp32 reference| / (2^-8 sum|a||b|))");
+    CHECK(worst_k_short <= k_short);
+    CHECK(worst_k_long <= k_long);
+    return all;
+}
+
+/// Same bits on 1, 2 and 3 threads for products large enough to be split (rows or columns).
+void check_thread_counts(const char* path) {
+    constexpr std::size_t shapes[][3] = {{300, 410, 270}, {20, 2000, 300}, {2000, 40, 100}, {161, 97, 513}};
+    for (Trans ta : both_trans)
+        for (Trans tb : both_trans)
+            for (const auto& sh : shapes) {
+                const std::size_t M = sh[0], N = sh[1], K = sh[2];
+                const auto a32 = oar_test::random_vector<float>(M * K, 7), b32 = oar_test::random_vector<float>(K * N, 8);
+                std::vector<oar::bf16> a(a32.size()), b(b32.size());
+                oar::to_bf16(a32.data(), a.data(), a.size());
+                oar::to_bf16(b32.data(), b.data(), b.size());
+                std::vector<std::vector<float>> results;
+                for (std::size_t threads : {1u, 2u, 3u}) {
+                    oar::set_num_threads(threads);
+                    std::vector<float> c(M * N, 0.25f);
+                    oar::gemm_bf16(ta, tb, M, N, K, 1.0f, a.data(), b.data(), 0.5f, c.data());
+                    results.push_back(std::move(c));
+                }
+                INFO(std::string(path), ": M=", M, " N=", N, " K=", K);
+                CHECK(results[0] == results[1]);
+                CHECK(results[0] == results[2]);
+            }
+    oar::set_num_threads(oar::default_thread_count());
+}
+
+/// Runs the sweep and the thread check with `isa` active; returns the sweep's results.
+std::vector<Bf16Result> test_path(oar::cpu_isa isa) {
+    oar::set_cpu_isa(isa);
+    const std::string name(oar::cpu_isa_name(isa));
+    auto results = sweep(name.c_str());
+    check_thread_counts(name.c_str());
+    oar::set_cpu_isa(oar::default_cpu_isa());
+    return results;
+}
+
+/// Every path this CPU runs agrees with every other within both accumulation bounds.
+void check_agree(const std::vector<Bf16Result>& x, const std::vector<Bf16Result>& y, const std::string& what) {
+    REQUIRE(x.size() == y.size());
+    std::size_t bad = 0;
+    for (std::size_t n = 0; n < x.size(); ++n)
+        for (std::size_t e = 0; e < x[n].c.size(); ++e)
+            bad += !(std::fabs(double(x[n].c[e]) - y[n].c[e]) <= x[n].tol[e] + y[n].tol[e]);
+    INFO(what);
+    CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("bf16 gemm on the fp32 path (inputs widened) matches both references at every vector ISA") {
+    std::vector<std::vector<Bf16Result>> per_isa;
+    for (oar::cpu_isa isa : oar::supported_cpu_isas())
+        if (isa <= oar::cpu_isa::avx512) per_isa.push_back(test_path(isa));
+    for (std::size_t n = 1; n < per_isa.size(); ++n) check_agree(per_isa[0], per_isa[n], "fp32 path across ISAs");
+}
+
+TEST_CASE("bf16 gemm on the AVX512-BF16 path (vdpbf16ps) matches both references and the fp32 path") {
+    if (!oar::cpu_supports(oar::cpu_isa::avx512_bf16)) {
+        oar_test::skip("AVX512-BF16 path not run: " + oar::cpu_isa_unsupported_reason(oar::cpu_isa::avx512_bf16));
+        return;
+    }
+    const auto fast = test_path(oar::cpu_isa::avx512_bf16);
+    oar::set_cpu_isa(oar::cpu_isa::sse2);
+    const auto ref = sweep("sse2 (for comparison)");
+    oar::set_cpu_isa(oar::default_cpu_isa());
+    check_agree(fast, ref, "avx512bf16 vs the fp32 path");
+}
+
+TEST_CASE("bf16 gemm on the AMX path (tdpbf16ps) matches both references and the fp32 path") {
+    if (!oar::cpu_supports(oar::cpu_isa::amx)) {
+        oar_test::skip("AMX path not run: " + oar::cpu_isa_unsupported_reason(oar::cpu_isa::amx));
+        return;
+    }
+    const auto fast = test_path(oar::cpu_isa::amx);
+    oar::set_cpu_isa(oar::cpu_isa::sse2);
+    const auto ref = sweep("sse2 (for comparison)");
+    oar::set_cpu_isa(oar::default_cpu_isa());
+    check_agree(fast, ref, "amx vs the fp32 path");
+}
+
+// The hardware bodies on emulated intrinsics (see the header comment). The tile intrinsics are
+// macros in GCC's and Clang's headers: undefined here, after gemm_bf16.hpp has used them, so the
+// functions below take their names.
+#undef _tile_loadd
+#undef _tile_stored
+#undef _tile_zero
+#undef _tile_dpbf16ps
+
+namespace oar::cpu_detail::emu {
+
+struct f32x16 {
+    float f[16];
+};
+struct i32x16 {
+    std::uint16_t h[32];
+};
+inline float bf(std::uint16_t h) { return oar::to_float(oar::bf16{h}); }
+
+}  // namespace oar::cpu_detail::emu
+
+namespace oar::cpu_detail::emu_avx512 {
+using namespace oar::cpu_detail::emu;
+using __m512 = f32x16;
+using __m512i = i32x16;
+using __m512bh = i32x16;
+using __mmask16 = std::uint16_t;
+inline __m512 _mm512_setzero_ps() { return {}; }
+inline __m512 _mm512_set1_ps(float x) {
+    __m512 r;
+    for (float& v : r.f) v = x;
+    return r;
+}
+inline __m512i _mm512_loadu_si512(const void* p) {
+    __m512i r;
+    std::memcpy(&r, p, sizeof r);
+    return r;
+}
+inline __m512i _mm512_set1_epi32(std::int32_t x) {
+    __m512i r;
+    for (int i = 0; i < 16; ++i) std::memcpy(&r.h[2 * i], &x, 4);
+    return r;
+}
+// vdpbf16ps: lane i adds the products of the bf16 pairs (2i + 1 first, then 2i), each exact.
+inline __m512 _mm512_dpbf16_ps(__m512 acc, __m512bh a, __m512bh b) {
+    for (int i = 0; i < 16; ++i) {
+        acc.f[i] = std::fma(bf(a.h[2 * i + 1]), bf(b.h[2 * i + 1]), acc.f[i]);
+        acc.f[i] = std::fma(bf(a.h[2 * i]), bf(b.h[2 * i]), acc.f[i]);
+    }
+    return acc;
+}
+inline __m512 _mm512_maskz_loadu_ps(__mmask16 m, const float* p) {
+    __m512 r{};
+    for (int i = 0; i < 16; ++i)
+        if ((m >> i) & 1) r.f[i] = p[i];
+    return r;
+}
+inline __m512 _mm512_mul_ps(__m512 a, __m512 b) {
+    for (int i = 0; i < 16; ++i) a.f[i] *= b.f[i];
+    return a;
+}
+inline __m512 _mm512_fmadd_ps(__m512 a, __m512 b, __m512 c) {
+    for (int i = 0; i < 16; ++i) c.f[i] = std::fma(a.f[i], b.f[i], c.f[i]);
+    return c;
+}
+inline void _mm512_mask_storeu_ps(float* p, __mmask16 m, __m512 v) {
+    for (int i = 0; i < 16; ++i)
+        if ((m >> i) & 1) p[i] = v.f[i];
+}
+#include <oar/kernels/cpu/isa/gemm_bf16_avx512.inc>
+}  // namespace oar::cpu_detail::emu_avx512
+
+namespace oar::cpu_detail::emu_amx {
+using namespace oar::cpu_detail::emu;
+// Eight tiles of 16 rows of 64 bytes and their shapes from the last configuration; a load, store
+// or product outside a configured shape, or without a configuration, fails the test.
+struct tile_file {
+    unsigned char t[8][16][64];
+    int rows[8], colsb[8];
+    bool configured = false;
+    bool misuse = false;
+};
+inline tile_file& tiles() {
+    static tile_file f;
+    return f;
+}
+inline void _tile_loadconfig(const void* cfg) {
+    const auto* b = static_cast<const unsigned char*>(cfg);
+    tile_file& f = tiles();
+    f.misuse |= b[0] != 1;  // palette 1
+    for (int i = 0; i < 8; ++i) {
+        std::uint16_t cb;
+        std::memcpy(&cb, b + 16 + 2 * i, 2);
+        f.colsb[i] = cb;
+        f.rows[i] = b[48 + i];
+        f.misuse |= f.rows[i] > 16 || f.colsb[i] > 64;
+    }
+    f.configured = true;
+}
+inline void _tile_release() { tiles().configured = false; }
+inline void _tile_zero(int t) {
+    tiles().misuse |= !tiles().configured;
+    std::memset(tiles().t[t], 0, sizeof tiles().t[t]);
+}
+inline void _tile_loadd(int t, const void* base, std::size_t stride) {
+    tile_file& f = tiles();
+    f.misuse |= !f.configured;
+    for (int r = 0; r < f.rows[t]; ++r) std::memcpy(f.t[t][r], static_cast<const char*>(base) + r * stride, f.colsb[t]);
+}
+inline void _tile_stored(int t, void* base, std::size_t stride) {
+    tile_file& f = tiles();
+    f.misuse |= !f.configured;
+    for (int r = 0; r < f.rows[t]; ++r) std::memcpy(static_cast<char*>(base) + r * stride, f.t[t][r], f.colsb[t]);
+}
+// tdpbf16ps: C[m][n] += A[m][2k+1] B[k][2n+1] + A[m][2k] B[k][2n] over the K pairs k, each exact.
+inline void _tile_dpbf16ps(int c, int a, int b) {
+    tile_file& f = tiles();
+    f.misuse |= !f.configured || f.rows[a] != f.rows[c] || f.colsb[b] != f.colsb[c] || f.colsb[a] / 4 != f.rows[b];
+    const auto u16 = [](const unsigned char* p) {
+        std::uint16_t v;
+        std::memcpy(&v, p, 2);
+        return v;
+    };
+    for (int m = 0; m < f.rows[c]; ++m)
+        for (int n = 0; n < f.colsb[c] / 4; ++n) {
+            float acc;
+            std::memcpy(&acc, &f.t[c][m][4 * n], 4);
+            for (int k = 0; k < f.colsb[a] / 4; ++k) {
+                acc = std::fma(bf(u16(&f.t[a][m][4 * k + 2])), bf(u16(&f.t[b][k][4 * n + 2])), acc);
+                acc = std::fma(bf(u16(&f.t[a][m][4 * k])), bf(u16(&f.t[b][k][4 * n])), acc);
+            }
+            std::memcpy(&f.t[c][m][4 * n], &acc, 4);
+        }
+}
+#include <oar/kernels/cpu/isa/gemm_bf16_amx.inc>
+}  // namespace oar::cpu_detail::emu_amx
+
+namespace {
+
+using block_fn = void (*)(std::size_t, std::size_t, std::size_t, float, const oar::bf16*, std::size_t, std::size_t,
+                          const oar::bf16*, std::size_t, std::size_t, float, float*, std::size_t);
+
+/// Sweeps one emulated body over transposes, strides and the sizes around its tiles and blocks,
+/// against the exact products of the bf16 inputs; returns the number of wrong cases.
+std::size_t sweep_emulated(block_fn block, const char* name) {
+    std::size_t bad_cases = 0;
+    std::uint64_t seed = 900;
+    for (Trans ta : both_trans)
+        for (Trans tb : both_trans)
+            for (std::size_t M : {1u, 9u, 11u, 33u, 161u})
+                for (std::size_t N : {1u, 16u, 17u, 33u})
+                    for (std::size_t K : {1u, 3u, 33u, 257u, 300u}) {
+                        const std::size_t pad = (M + N) % 3;
+                        const std::size_t ar = ta == Trans::no ? M : K, ac = ta == Trans::no ? K : M;
+                        const std::size_t br = tb == Trans::no ? K : N, bc = tb == Trans::no ? N : K;
+                        const std::size_t lda = ac + pad, ldb = bc + pad, ldc = N + pad;
+                        const auto a32 = oar_test::random_vector<float>(ar * lda, seed++);
+                        const auto b32 = oar_test::random_vector<float>(br * ldb, seed++);
+                        std::vector<oar::bf16> a(a32.size()), b(b32.size());
+                        oar::to_bf16(a32.data(), a.data(), a.size());
+                        oar::to_bf16(b32.data(), b.data(), b.size());
+                        const auto c0 = oar_test::random_vector<float>(M * ldc, seed++);
+                        auto c = c0;
+                        const float alpha = (M + K) % 2 ? 1.0f : -0.75f;
+                        const float beta = N % 3 == 0 ? 0.0f : N % 3 == 1 ? 1.0f : 0.5f;
+                        const std::size_t ai = ta == Trans::no ? lda : 1, ak = ta == Trans::no ? 1 : lda;
+                        const std::size_t bk = tb == Trans::no ? ldb : 1, bj = tb == Trans::no ? 1 : ldb;
+                        block(M, N, K, alpha, a.data(), ai, ak, b.data(), bk, bj, beta, c.data(), ldc);
+                        std::size_t bad = 0;
+                        for (std::size_t i = 0; i < M; ++i)
+                            for (std::size_t j = 0; j < ldc; ++j) {
+                                if (j >= N) {
+                                    bad += c[i * ldc + j] != c0[i * ldc + j];
+                                    continue;
+                                }
+                                double s = 0, sa = 0;
+                                for (std::size_t k = 0; k < K; ++k) {
+                                    const double p = double(oar::to_float(a[i * ai + k * ak])) * oar::to_float(b[k * bk + j * bj]);
+                                    s += p;
+                                    sa += std::fabs(p);
+                                }
+                                const double cin = beta == 0.0f ? 0.0 : double(beta) * c0[i * ldc + j];
+                                const double want = alpha * s + cin;
+                                const double tol = std::ldexp(double(K + 2), -24) * (std::fabs(alpha) * sa + std::fabs(cin)) +
+                                                   std::numeric_limits<float>::denorm_min();
+                                bad += !(std::fabs(c[i * ldc + j] - want) <= tol);
+                            }
+                        if (bad) {
+                            ++bad_cases;
+                            INFO(name, ": ", describe({ta, tb, M, N, K, alpha, beta, pad}), ": ", bad, " wrong entries");
+                            CHECK(bad == 0);
+                        }
+                    }
+    return bad_cases;
+}
+
+}  // namespace
+
+TEST_CASE("the AVX512-BF16 body on emulated vdpbf16ps matches the exact products on every transpose and edge") {
+    CHECK(sweep_emulated(&oar::cpu_detail::emu_avx512::gemm_block, "emulated avx512bf16") == 0);
+}
+
+TEST_CASE("the AMX body on emulated tiles matches the exact products on every transpose and edge") {
+    CHECK(sweep_emulated(&oar::cpu_detail::emu_amx::gemm_block, "emulated amx") == 0);
+    CHECK(!oar::cpu_detail::emu_amx::tiles().misuse);       // every tile used within its configured shape
+    CHECK(!oar::cpu_detail::emu_amx::tiles().configured);   // released at the end
+}
+
+TEST_CASE("bf16 gemm with beta = 0 overwrites NaN in C; alpha = 0 or K = 0 only scales C; M or N = 0 touches nothing") {
+    for (oar::cpu_isa isa : oar::supported_cpu_isas()) {
+        oar::set_cpu_isa(isa);
+        INFO("ISA ", oar::cpu_isa_name(isa));
+        const std::size_t M = 13, N = 35, K = 40;
+        const auto a32 = oar_test::random_vector<float>(M * K, 3), b32 = oar_test::random_vector<float>(K * N, 4);
+        std::vector<oar::bf16> a(a32.size()), b(b32.size());
+        oar::to_bf16(a32.data(), a.data(), a.size());
+        oar::to_bf16(b32.data(), b.data(), b.size());
+        std::vector<float> c(M * N, std::numeric_limits<float>::quiet_NaN());
+        oar::gemm_bf16(Trans::no, Trans::no, M, N, K, 1.0f, a.data(), b.data(), 0.0f, c.data());
+        std::size_t nans = 0;
+        for (float v : c) nans += std::isnan(v);
+        CHECK(nans == 0);
+        std::vector<float> d(M * N, 2.0f);
+        oar::gemm_bf16(Trans::no, Trans::no, M, N, K, 0.0f, nullptr, nullptr, 0.5f, d.data());
+        oar::gemm_bf16(Trans::no, Trans::no, M, N, 0, 1.0f, nullptr, nullptr, 3.0f, d.data());
+        for (float v : d) CHECK(v == 3.0f);
+        oar::gemm_bf16(Trans::no, Trans::no, 0, N, K, 1.0f, nullptr, nullptr, 0.0f, nullptr);
+        oar::gemm_bf16(Trans::no, Trans::no, M, 0, K, 1.0f, nullptr, nullptr, 0.0f, nullptr);
+    }
+    oar::set_cpu_isa(oar::default_cpu_isa());
+}
