@@ -132,7 +132,7 @@ TEST_CASE("a network's layer settings survive its conversion to another backend 
 }
 
 TEST_CASE("a run of activations is one chain on the emulated CUDA backend, with the bits of the layers one by one") {
-    using Seq = oar::Sequential<oar::Flatten, oar::Linear<784, 16>, oar::GELU, oar::Tanh, oar::LeakyReLU,
+    using Seq = oar::Sequential<oar::Flatten, oar::Linear<784, 16>, oar::LeakyReLU, oar::Hardswish, oar::GELU,
                                 oar::Linear<16, 10>>;
     using Dev = oar::Network<Seq, Image, emulated_cuda>;
     static_assert(Dev::chain_length(2) == 3);
@@ -141,7 +141,7 @@ TEST_CASE("a run of activations is one chain on the emulated CUDA backend, with 
         void on_forward(const oar::LayerEvent&) {}
         void on_backward(const oar::LayerEvent&) {}
     };
-    const Seq seq{{}, {}, {}, {}, oar::LeakyReLU{-0.4f}, {}};
+    const Seq seq{{}, {}, oar::LeakyReLU{-0.4f}, {}, {}, {}};
     Dev a(seq, 3), b(seq, 3);
     const auto x = oar_test::random_vector<float>(5 * 784, 8);
     const oar::TensorView xv(x.data(), 5, Image::dims);

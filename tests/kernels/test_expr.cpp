@@ -136,6 +136,14 @@ TEST_CASE("the chain's backward matches central differences of its forward in do
     CHECK(bad == 0);
 }
 
+TEST_CASE("ReLU, LeakyReLU and Hardswish say their forward is cheap to recompute; the others do not") {
+    static_assert(oar::expr::cheap_forward<oar::relu_fn> && oar::expr::cheap_forward<oar::leaky_relu_fn> &&
+                  oar::expr::cheap_forward<oar::hardswish_fn>);
+    static_assert(!oar::expr::cheap_forward<oar::gelu_fn> && !oar::expr::cheap_forward<oar::tanh_fn> &&
+                  !oar::expr::cheap_forward<oar::sigmoid_fn> && !oar::expr::cheap_forward<oar::elu_fn> &&
+                  !oar::expr::cheap_forward<scalar_square>);
+}
+
 TEST_CASE("a part without SIMD members sends the whole chain to the scalar loop") {
     using C = oar::expr::chain<oar::relu_fn, scalar_square>;
     static_assert(oar::SimdFunctor<oar::expr::chain<oar::relu_fn, oar::tanh_fn>, float>);

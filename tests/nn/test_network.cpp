@@ -479,20 +479,25 @@ TEST_CASE("training steps with the fused ReLU give the bits of steps run layer b
 namespace {
 /// A Conv2D, a fused ReLU and a run of three activations after it (one with a setting), a pool, a
 /// Linear and a run of two, a Linear and a lone GELU (no chain).
-using Chains = Sequential<Conv2D<2, 3, 3, 1, 1>, ReLU, LeakyReLU, Tanh, Hardswish, MaxPool2D<2>, Flatten,
-                          Linear<48, 6>, GELU, ELU, Linear<6, 4>, GELU>;
+using Chains = Sequential<Conv2D<2, 3, 3, 1, 1>, ReLU, LeakyReLU, Hardswish, Tanh, MaxPool2D<2>, Flatten,
+                          Linear<48, 6>, LeakyReLU, ELU, Linear<6, 4>, GELU>;
 using ChainNet = Network<Chains, Shape<2, 8, 8>>;
 }  // namespace
 
-TEST_CASE("runs of two or more activations are chains at compile time, a ReLU fused into its producer not counted") {
+TEST_CASE("runs of activations are chains at compile time where all but the last are cheap, a fused ReLU not counted") {
     static_assert(ChainNet::fuses_relu(0));
     static_assert(ChainNet::chain_length(1) == 0 && ChainNet::chain_length(2) == 3);
     static_assert(ChainNet::chain_length(3) == 0 && ChainNet::chain_length(4) == 0);
     static_assert(ChainNet::chain_length(8) == 2 && ChainNet::chain_length(11) == 0);
-    using Lone = Network<Sequential<Linear<4, 4>, Tanh, Linear<4, 4>, ReLU, Sigmoid, Sigmoid>, Shape<4>>;
+    using Lone = Network<Sequential<Linear<4, 4>, Tanh, Linear<4, 4>, ReLU, LeakyReLU, Sigmoid>, Shape<4>>;
     static_assert(Lone::chain_length(1) == 0 && Lone::fuses_relu(2) && Lone::chain_length(4) == 2);
-    using Starts = Network<Sequential<Sigmoid, ReLU, Linear<4, 4>>, Shape<4>>;  // a chain on the input
+    using Starts = Network<Sequential<ReLU, Sigmoid, Linear<4, 4>>, Shape<4>>;  // a chain on the input
     static_assert(Starts::chain_length(0) == 2);
+    // GELU, Tanh, Sigmoid, ELU are costly to recompute: a chain ends at them.
+    using Costly = Network<Sequential<GELU, Tanh, Sigmoid, ELU>, Shape<4>>;
+    static_assert(Costly::chain_length(0) == 0 && Costly::chain_length(1) == 0 && Costly::chain_length(2) == 0);
+    using Split = Network<Sequential<LeakyReLU, Tanh, GELU, Hardswish, ReLU, Sigmoid>, Shape<4>>;
+    static_assert(Split::chain_length(0) == 2 && Split::chain_length(2) == 0 && Split::chain_length(3) == 3);
     static_assert(CNN::chain_length(1) == 0 && CNN::chain_length(4) == 0);  // the course CNN: ReLUs only
 }
 
@@ -537,7 +542,7 @@ TEST_CASE("chained activations: forward, backward and the input gradient equal t
 }
 
 TEST_CASE("a network with chained activations matches finite differences in double precision") {
-    using Net = Network<Sequential<Linear<5, 6>, GELU, Tanh, LeakyReLU, Linear<6, 4>, ELU, Hardswish, Sigmoid>,
+    using Net = Network<Sequential<Linear<5, 6>, LeakyReLU, Hardswish, GELU, Linear<6, 4>, Hardswish, ReLU, ELU>,
                         Shape<5>, cpu64>;
     static_assert(Net::chain_length(1) == 3 && Net::chain_length(5) == 3);
     const auto r = testing::gradcheck_network<Net>({.batch = 3, .input_scale = 2.0});

@@ -53,6 +53,12 @@ concept SimdElementwise = requires(const F f, B b) {
     { f.simd_backward(b, b, b) };
 };
 
+/// Whether F's forward is cheap to recompute (no exp, erf or tanh: F says so with a member
+/// `static constexpr bool cheap_forward = true`). A chain's backward recomputes every part's
+/// forward but the last's, so a chain pays only where those parts are cheap.
+template <class F>
+inline constexpr bool cheap_forward = requires { requires F::cheap_forward; };
+
 template <Elementwise... Fs>
     requires(sizeof...(Fs) > 0)
 struct chain;

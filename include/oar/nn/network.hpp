@@ -11,8 +11,8 @@
 // writes the ReLU's output only, backward masks dy inside the layer. A pass with an observer that
 // watches it (on_forward / on_backward) runs the layers one by one instead, so every event is the
 // unfused one. The results are the same bits either way (tests/nn/test_network.cpp).
-// Likewise a run of two or more elementwise layers (activations: ReLU, Tanh, GELU, ...; a ReLU
-// fused into the layer before it not counted) is one expr::chain of their functors (kernels/expr.hpp),
+// Likewise a run of two or more elementwise layers (activations; a ReLU fused into the layer before
+// it not counted; every one but the last cheap to recompute: ReLU, LeakyReLU, Hardswish) is one expr::chain of their functors (kernels/expr.hpp),
 // mapped in one pass by the backend's op::map: forward writes the run's output only (the values
 // inside the run are recomputed from its input by the backward), backward is one op::map_backward.
 #pragma once
@@ -408,10 +408,17 @@ private:
     template <std::size_t I>
     static constexpr bool fused_relu_at = I > 0 && fused_[I > 0 ? I - 1 : 0];
 
-    /// chain_[i] = k >= 2: layers i .. i+k-1 are elementwise and run as one chain (maximal runs,
-    /// not counting a ReLU that runs in the epilogue of the layer before it).
+    template <class L>
+    static constexpr bool cheap_layer = [] {
+        if constexpr (ElementwiseLayer<L>) return expr::cheap_forward<typename L::functor>;
+        else return false;
+    }();
+    /// chain_[i] = k >= 2: layers i .. i+k-1 are elementwise and run as one chain, every one but the
+    /// last cheap to recompute (expr::cheap_forward: its backward recomputes them); runs taken
+    /// greedily from the left, a ReLU that runs in the epilogue of the layer before it not counted.
     static constexpr std::array<std::size_t, num_layers> chain_ = [] {
         constexpr std::array<bool, num_layers> ew{ElementwiseLayer<Ls>...};
+        constexpr std::array<bool, num_layers> cheap{cheap_layer<Ls>...};
         std::array<std::size_t, num_layers> c{};
         for (std::size_t i = 0; i < num_layers;) {
             if (!ew[i] || (i > 0 && fused_[i - 1])) {
@@ -419,7 +426,7 @@ private:
                 continue;
             }
             std::size_t k = 1;
-            while (i + k < num_layers && ew[i + k]) ++k;
+            while (i + k < num_layers && ew[i + k] && cheap[i + k - 1]) ++k;
             if (k >= 2) c[i] = k;
             i += k;
         }

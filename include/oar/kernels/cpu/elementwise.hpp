@@ -21,6 +21,7 @@ namespace oar {
 
 /// max(x, 0); NaN passes through (as in PyTorch), so a NaN guard can still see it.
 struct relu_fn {
+    static constexpr bool cheap_forward = true;  // no call: a chain may recompute it (kernels/expr.hpp)
     template <class T>
     OAR_HOST_DEVICE T operator()(T x) const { return x < T(0) ? T(0) : x; }
     template <class T>
@@ -57,6 +58,7 @@ struct tanh_fn {
 
 /// x > 0 ? x : slope x (paddle.nn.LeakyReLU, negative_slope 0.01 by default).
 struct leaky_relu_fn {
+    static constexpr bool cheap_forward = true;
     float slope = 0.01f;
     template <class T>
     OAR_HOST_DEVICE T operator()(T x) const { return x > T(0) ? x : T(slope) * x; }
@@ -110,6 +112,7 @@ struct gelu_fn {
 /// x min(max(x + 3, 0), 6) / 6 (paddle.nn.Hardswish); the gradient is PyTorch's: 0 below -3,
 /// x / 3 + 1/2 on [-3, 3], 1 above.
 struct hardswish_fn {
+    static constexpr bool cheap_forward = true;
     template <class T>
     OAR_HOST_DEVICE T operator()(T x) const {
         const T r = x + T(3) < T(0) ? T(0) : (x + T(3) > T(6) ? T(6) : x + T(3));
