@@ -1,6 +1,6 @@
 // Kernel and training-step benchmarks on the CPU backend: a peak probe (FMA throughput), GEMM at
 // square sizes and at the shapes the course's models use (OpenBLAS sgemm side by side when the
-// build found it), every conv/pool/activation layer of the course's CNN forward and backward,
+// build found it, and the bf16 GEMM on the path this CPU's ISA picks), every conv/pool/activation layer of the course's CNN forward and backward,
 // fused softmax-cross-entropy, the Adam step, and whole training steps of the CNN and the MLP.
 // Each reports GFLOP/s (a multiply-add counts 2) or GB/s, and `of_peak`, the fraction of the peak
 // the probe measured in the same run (all threads of the pool; OAR_NUM_THREADS sets them, and
@@ -13,6 +13,7 @@
 #include <oar/oar.hpp>  // the library
 #include <oar/core/simd.hpp>         // xsimd::batch, fma: the peak probe
 #include <oar/core/thread_pool.hpp>  // default_pool: the probe runs on every thread
+#include <oar/kernels/cpu/gemm_bf16.hpp>  // gemm_bf16: bf16 inputs, fp32 sums
 
 #include <time.h>   // clock_gettime(CLOCK_THREAD_CPUTIME_ID): the probe's clock (POSIX)
 #include <algorithm>  // std::max
@@ -142,6 +143,27 @@ void gemm_bench(benchmark::State& state, Trans ta, Trans tb) {
     flop_counters(state, 2.0 * double(M) * double(N) * double(K));
 }
 
+/// The bf16 GEMM at the same shape and values (rounded to bf16), on the active ISA's path.
+void gemm_bf16_bench(benchmark::State& state, Trans ta, Trans tb) {
+    const auto M = static_cast<std::size_t>(state.range(0)), N = static_cast<std::size_t>(state.range(1)),
+               K = static_cast<std::size_t>(state.range(2));
+    const float beta = bench_beta(state);
+    std::vector<float> a(M * K), b(K * N), c(M * N);
+    fill(a.data(), a.size(), 1);
+    fill(b.data(), b.size(), 2);
+    fill(c.data(), c.size(), 3);
+    std::vector<bf16> ah(a.size()), bh(b.size());
+    to_bf16(a.data(), ah.data(), a.size());
+    to_bf16(b.data(), bh.data(), b.size());
+    for (auto _ : state) {
+        gemm_bf16(ta, tb, M, N, K, 1.0f, ah.data(), bh.data(), beta, c.data());
+        benchmark::DoNotOptimize(c.data());
+        benchmark::ClobberMemory();
+    }
+    flop_counters(state, 2.0 * double(M) * double(N) * double(K));
+    state.SetLabel(std::string(cpu_isa_name(active_cpu_isa())));
+}
+
 #if OAR_BENCH_OPENBLAS
 void openblas_bench(benchmark::State& state, Trans ta, Trans tb) {
     const auto M = static_cast<int>(state.range(0)), N = static_cast<int>(state.range(1)),
@@ -193,8 +215,9 @@ constexpr GemmShape gemm_shapes[] = {
     {Trans::no, Trans::yes, 100, 512, 10, 0},    // MLP Linear<512,10> input gradient
 };
 
-/// Registers oar's GEMM and, right after it at the same shape, OpenBLAS's (when the build has it):
-/// gemm_nn/M/N/K/beta, openblas_nn/M/N/K/beta. On a shared machine compare them with
+/// Registers oar's GEMM and, right after it at the same shape, OpenBLAS's (when the build has it)
+/// and oar's bf16 GEMM (labelled with the ISA whose path ran; not at the 4096 size):
+/// gemm_nn/M/N/K/beta, openblas_nn/M/N/K/beta, gemm_bf16_nn/M/N/K/beta. On a shared machine compare them with
 /// --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true, so that load swings hit
 /// both alike.
 const bool gemm_registered = [] {
@@ -211,6 +234,13 @@ const bool gemm_registered = [] {
         o->Args(args)->ArgNames({"M", "N", "K", "beta"})->Unit(benchmark::kMicrosecond)->UseRealTime();
         if (s.iterations) o->Iterations(s.iterations);
 #endif
+        if (s.iterations) continue;
+        benchmark::RegisterBenchmark(("gemm_bf16_" + form).c_str(),
+                                     [s](benchmark::State& st) { gemm_bf16_bench(st, s.ta, s.tb); })
+            ->Args(args)
+            ->ArgNames({"M", "N", "K", "beta"})
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
     }
     return true;
 }();
