@@ -74,12 +74,7 @@ public:
 
     /// Adds a node `op` from `inputs` to one output named `output`; returns the node to add attributes.
     onnx::NodeProto& node(std::string_view op, std::initializer_list<std::string> inputs, const std::string& output) {
-        onnx::NodeProto& n = *g_->add_node();
-        n.set_op_type(std::string(op));
-        n.set_name(output);
-        for (const auto& i : inputs) n.add_input(i);
-        n.add_output(output);
-        return n;
+        return node(op, std::vector<std::string>(inputs), output);
     }
     onnx::NodeProto& node(std::string_view op, const std::vector<std::string>& inputs, const std::string& output) {
         onnx::NodeProto& n = *g_->add_node();
