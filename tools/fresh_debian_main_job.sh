@@ -71,7 +71,10 @@ git -C "$root/srv/oar.git" symbolic-ref HEAD refs/heads/fresh
 in_root dpkg-query -W -f='${Package}\n' | sort > "$out/fresh_debian_before.txt"
 
 echo "fresh_debian: --- as newuser (no root, no sudo) ---"
-as_user 'cd && git clone -q /srv/oar.git oar && cd oar && scripts/run_main.sh --epochs 1; echo "exit status $?"'
+# (git refuses to serve a repository that another user owns: newuser clones from its own copy)
+cp -a "$root/srv/oar.git" "$root/home/newuser/oar.git"
+in_root chown -R newuser:newuser /home/newuser/oar.git
+as_user 'cd && git clone -q oar.git oar && cd oar && scripts/run_main.sh --epochs 1; echo "exit status $?"'
 
 echo "fresh_debian: --- as root ---"
 in_root git clone -q /srv/oar.git /root/oar
