@@ -5,21 +5,20 @@
 // (--bn-momentum). Trains with Adam, evaluates after every epoch (BatchNorm on its running
 // statistics) and prints summary() first. Data: --data, a cifar-10-batches-bin folder (or a folder
 // holding one, or cifar-10-binary.tar.gz); without it, generated images a small network can learn
-// (class k is a tinted 8x8 square at one of ten places, over noise, as scripts/toy_cifar10.py).
+// (oar::data::synthetic_cifar10: class k is a tinted 8x8 square at one of ten places, over noise).
 #include <chrono>       // std::chrono::steady_clock
 #include <cstddef>      // std::size_t
-#include <cstdint>      // std::int64_t, std::uint8_t, std::uint32_t
+#include <cstdint>      // std::int64_t, std::uint64_t
 #include <cstdio>       // std::printf, std::fprintf
 #include <exception>    // std::exception
 #include <string>       // std::string
 #include <tuple>        // std::get: layers inside a block
 #include <type_traits>  // std::is_same_v
-#include <utility>      // std::move
 #include <vector>       // std::vector
 
-#include <oar/data/cifar10.hpp>        // load_cifar10, cifar10_dims
+#include <oar/data/cifar10.hpp>            // load_cifar10, Cifar10Splits
+#include <oar/data/synthetic_cifar10.hpp>  // synthetic_cifar10: the images used without --data
 #include <oar/data/dataloader.hpp>     // DataLoader
-#include <oar/data/dataset.hpp>        // ByteImageDataset
 #include <oar/loss/cross_entropy.hpp>  // CrossEntropyLoss
 #include <oar/models/resnet.hpp>       // models::ResNet8, models::InceptionNet, CifarImage
 #include <oar/nn/network.hpp>          // Network
@@ -110,29 +109,6 @@ Options parse(int argc, char** argv, bool& help) {
     if (o.train_images > 1000000 || o.test_images > 1000000)
         throw oar::usage_error("--train-images and --test-images take at most 1000000");
     return o;
-}
-
-/// n generated images of CIFAR-10's layout: image i of class (i * 3 + offset) % 10 is a bright 8x8
-/// square whose place (a 5 x 2 grid) and tint depend on the class, over noise.
-oar::data::ByteImageDataset generated(std::size_t n, std::size_t offset, std::uint64_t seed) {
-    std::vector<std::uint8_t> pixels;
-    pixels.reserve(n * 3 * 32 * 32);
-    std::vector<std::int64_t> labels;
-    auto state = static_cast<std::uint32_t>(12345u + offset * 7919u + seed * 104729u);
-    for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t k = (i * 3 + offset) % 10, x0 = 2 + 6 * (k % 5), y0 = 4 + 16 * (k / 5);
-        labels.push_back(static_cast<std::int64_t>(k));
-        for (std::size_t c = 0; c < 3; ++c)
-            for (std::size_t y = 0; y < 32; ++y)
-                for (std::size_t x = 0; x < 32; ++x) {
-                    state = state * 1664525u + 1013904223u;
-                    const bool in = x >= x0 && x < x0 + 8 && y >= y0 && y < y0 + 8;
-                    const auto v = in ? 160 + (k * 37 + c * 50) % 96 : 40 + (state >> 26);
-                    pixels.push_back(static_cast<std::uint8_t>(v));
-                }
-    }
-    return {std::move(pixels), std::move(labels), oar::data::cifar10_dims, oar::data::cifar10_default_scale,
-            oar::data::cifar10_default_shift};
 }
 
 /// Every BatchNorm2D of ResNet8 gets `momentum` (its settings are values, kept by the network).
@@ -232,7 +208,8 @@ int main(int argc, char** argv) {
             return 0;
         }
         const oar::data::Cifar10Splits data =
-            o.data.empty() ? oar::data::Cifar10Splits{generated(o.train_images, 1, o.seed), generated(o.test_images, 0, o.seed + 1)}
+            o.data.empty() ? oar::data::Cifar10Splits{oar::data::synthetic_cifar10(o.train_images, 1, o.seed),
+                                                      oar::data::synthetic_cifar10(o.test_images, 0, o.seed + 1)}
                            : oar::data::load_cifar10(o.data);  // [0, 1], as ToTensor
         const char* source = o.data.empty() ? "generated images" : "CIFAR-10 files";
         if (data.train.size() < o.batch_size)

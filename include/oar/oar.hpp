@@ -42,6 +42,7 @@
 #include "data/sampler.hpp"         // SequentialSampler, RandomSampler, BatchedSampler, DistributedBatchSampler
 #include "data/dataloader.hpp"      // DataLoader, Batch, LoaderOptions
 #include "data/cifar10.hpp"         // load_cifar10: a folder or cifar-10-binary.tar.gz
+#include "data/synthetic_cifar10.hpp"  // synthetic_cifar10: learnable CIFAR-10-shaped data
 #include "train/model.hpp"            // Model: prepare / fit / evaluate / predict, History
 #include "train/callbacks/callback.hpp"         // Logs, Callback, MonitorMode
 #include "train/callbacks/progress.hpp"         // ProgBarLogger
