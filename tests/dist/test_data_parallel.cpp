@@ -18,8 +18,8 @@ using namespace oar;
 using namespace oar::dist;
 
 namespace {
-using Cnn = Sequential<Conv2D<1, 4, 3, 1, 1>, ReLU, MaxPool2D<2, 2>, Flatten, Linear<64, 16>, ReLU, Linear<16, 3>>;
-using Net = Network<Cnn, Shape<1, 8, 8>>;
+using DpCnn = Sequential<Conv2D<1, 4, 3, 1, 1>, ReLU, MaxPool2D<2, 2>, Flatten, Linear<64, 16>, ReLU, Linear<16, 3>>;
+using DpNet = Network<DpCnn, Shape<1, 8, 8>>;
 
 /// Doubles reach a communicator only through allgather (DataParallel's model check): rank 0's
 /// values in the first half, zeros in the second. A twin rank 1 would fill the second half.
@@ -100,13 +100,13 @@ void step(auto& dp) {
     dp.backward(TensorView(dy.data(), 3, make_dims(3)));
 }
 
-std::vector<float> grads(Net& net) { return {net.parameters().grads().begin(), net.parameters().grads().end()}; }
+std::vector<float> grads(DpNet& net) { return {net.parameters().grads().begin(), net.parameters().grads().end()}; }
 }  // namespace
 
 TEST_CASE("DataParallel cuts buckets from the end of the gradient buffer at tensor starts, each element in one") {
     for (std::size_t bytes : {std::size_t{4}, std::size_t{64}, std::size_t{256}, std::size_t{1000}, std::size_t{25} << 20}) {
         CAPTURE(bytes);
-        Net net(5);
+        DpNet net(5);
         TwinComm comm;
         comm.base = net.parameters().grads().data();
         const std::size_t n = net.parameters().grads().size(), per = bytes / sizeof(float);
@@ -133,7 +133,7 @@ TEST_CASE("DataParallel cuts buckets from the end of the gradient buffer at tens
 }
 
 TEST_CASE("DataParallel overlapped: buckets start during backward as layers finish, the result is the blocking one's bits") {
-    Net a(5), b(5), alone(5);
+    DpNet a(5), b(5), alone(5);
     TwinComm ca, cb;
     ca.base = a.parameters().grads().data();
     cb.base = b.parameters().grads().data();
@@ -174,7 +174,7 @@ TEST_CASE("DataParallel overlapped: buckets start during backward as layers fini
 TEST_CASE("DataParallel over AnyComm of a blocking-only communicator reduces at once, with the same result") {
     static_assert(Communicator<Blocking> && !AsyncCommunicator<Blocking>);
     // AnyComm always offers start_allreduce_sum; for an engine without it, it reduces on the spot.
-    Net net(5), alone(5);
+    DpNet net(5), alone(5);
     std::size_t calls = 0;
     AnyComm comm{Blocking{&calls}};
     DataParallel dp(net, comm, {.bucket_bytes = 256});

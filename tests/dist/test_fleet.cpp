@@ -13,8 +13,8 @@
 using namespace oar;
 
 namespace {
-using Small = Sequential<Flatten, Linear<12, 5>, ReLU, Linear<5, 3>>;
-using Net = Network<Small, Shape<1, 3, 4>>;
+using FleetSmall = Sequential<Flatten, Linear<12, 5>, ReLU, Linear<5, 3>>;
+using FleetNet = Network<FleetSmall, Shape<1, 3, 4>>;
 
 template <class DP, class Opt>
 void train_steps(DP& dp, Opt& opt) {
@@ -34,7 +34,7 @@ TEST_CASE("dist fleet: init, distributed_model and distributed_optimizer train a
     for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) unsetenv(v);
     dist::ParallelContext ctx = dist::fleet::init();
     CHECK(ctx.world_size() == 1);
-    Net a(3), b(3);
+    FleetNet a(3), b(3);
     dist::fleet::DistributedStrategy strategy;
     strategy.fuse_grad_size_in_MB = 16.0 / (1024 * 1024);  // 16 bytes: 4 floats per bucket
     auto model = dist::fleet::distributed_model(a, ctx, strategy);
@@ -51,14 +51,14 @@ TEST_CASE("dist fleet: init, distributed_model and distributed_optimizer train a
     train_steps(direct, sgd_b);
     const auto va = a.parameters().values(), vb = b.parameters().values();
     CHECK(std::memcmp(va.data(), vb.data(), va.size_bytes()) == 0);
-    const Net untrained(3);  // the steps moved the parameters: the comparison above means something
+    const FleetNet untrained(3);  // the steps moved the parameters: the comparison above means something
     const auto v0 = untrained.parameters().values();
     CHECK(std::vector<float>(va.begin(), va.end()) != std::vector<float>(v0.begin(), v0.end()));
 }
 
 TEST_CASE("dist fleet: a bucket size that is not positive is refused, naming it") {
     dist::ParallelContext ctx;
-    Net net(1);
+    FleetNet net(1);
     dist::fleet::DistributedStrategy s;
     s.fuse_grad_size_in_MB = 0;
     try {

@@ -23,8 +23,8 @@ static_assert(Communicator<AnyComm>);
 static_assert(!Communicator<int>);
 
 namespace {
-using Small = Sequential<Flatten, Linear<12, 5>, ReLU, Linear<5, 3>>;
-using Net = Network<Small, Shape<1, 3, 4>>;
+using LocalSmall = Sequential<Flatten, Linear<12, 5>, ReLU, Linear<5, 3>>;
+using LocalNet = Network<LocalSmall, Shape<1, 3, 4>>;
 
 /// Unsets the launcher variables on entry and exit (ctest never sets them; a test here does).
 void clear_launcher_env() {
@@ -83,7 +83,7 @@ TEST_CASE("AnyComm holds a LocalComm by default and forwards every collective") 
 }
 
 TEST_CASE("DataParallel on one process: buckets of the configured bytes, gradients and parameters unchanged") {
-    Net net(3);
+    LocalNet net(3);
     LocalComm comm;
     const std::size_t n = net.parameters().grads().size();
     DataParallel dp(net, comm, {.bucket_bytes = 64});  // 16 floats per bucket, cut at tensor starts
@@ -98,7 +98,7 @@ TEST_CASE("DataParallel on one process: buckets of the configured bytes, gradien
     const std::vector<float> before(net.parameters().values().begin(), net.parameters().values().end());
     auto y = dp.forward(TensorView(x.data(), 2, make_dims(1, 3, 4)));
     std::vector<float> dy(y.size(), 1.0f);
-    Net ref = net;
+    LocalNet ref = net;
     dp.backward(TensorView(dy.data(), 2, make_dims(3)));
     ref.forward(TensorView(x.data(), 2, make_dims(1, 3, 4)));
     ref.backward(TensorView(dy.data(), 2, make_dims(3)));
@@ -109,7 +109,7 @@ TEST_CASE("DataParallel on one process: buckets of the configured bytes, gradien
 }
 
 TEST_CASE("DataParallel refuses a root that is not a rank") {
-    Net net;
+    LocalNet net;
     LocalComm comm;
     CHECK_THROWS_WITH_AS(DataParallel(net, comm, {.root = 1}), "oar: DataParallel: root 1 is not a rank (world size 1)",
                          value_error);
@@ -117,10 +117,10 @@ TEST_CASE("DataParallel refuses a root that is not a rank") {
 
 TEST_CASE("describe_parameters and fingerprint tell models apart by keys and shapes") {
     using Other = Network<Sequential<Flatten, Linear<12, 6>, ReLU, Linear<6, 3>>, Shape<1, 3, 4>>;
-    const Net a;
+    const LocalNet a;
     const Other b;
     CHECK(describe_parameters(a) == "[1.weight [12, 5], 1.bias [5], 3.weight [5, 3], 3.bias [3]]");
-    CHECK(fingerprint(describe_parameters(a), 8) == fingerprint(describe_parameters(Net(9)), 8));
+    CHECK(fingerprint(describe_parameters(a), 8) == fingerprint(describe_parameters(LocalNet(9)), 8));
     CHECK(fingerprint(describe_parameters(a), 8) != fingerprint(describe_parameters(b), 8));
     CHECK(fingerprint("x", 8) != fingerprint("x", 16));
 }

@@ -21,7 +21,7 @@ namespace {
 using oar_test::fill_random;
 
 template <class L, class In>
-void check_gradients(double input_scale = 1.0) {
+void check_activation_gradients(double input_scale = 1.0) {
     oar::testing::GradcheckOptions o;
     o.input_scale = input_scale;
     const auto r = oar::testing::gradcheck_layer<L, In>(o);
@@ -88,24 +88,24 @@ TEST_CASE("Softmax normalises each row of the last dimension separately") {
 }
 
 TEST_CASE("ReLU gradients match finite differences") {
-    check_gradients<oar::ReLU, oar::Shape<3, 5>>();
-    check_gradients<oar::ReLU, oar::Shape<2, 3, 7>>();
+    check_activation_gradients<oar::ReLU, oar::Shape<3, 5>>();
+    check_activation_gradients<oar::ReLU, oar::Shape<2, 3, 7>>();
 }
 
 TEST_CASE("Sigmoid gradients match finite differences") {
-    check_gradients<oar::Sigmoid, oar::Shape<3, 5>>();
-    check_gradients<oar::Sigmoid, oar::Shape<19>>(4.0);
+    check_activation_gradients<oar::Sigmoid, oar::Shape<3, 5>>();
+    check_activation_gradients<oar::Sigmoid, oar::Shape<19>>(4.0);
 }
 
 TEST_CASE("Tanh gradients match finite differences") {
-    check_gradients<oar::Tanh, oar::Shape<3, 5>>();
-    check_gradients<oar::Tanh, oar::Shape<19>>(3.0);
+    check_activation_gradients<oar::Tanh, oar::Shape<3, 5>>();
+    check_activation_gradients<oar::Tanh, oar::Shape<19>>(3.0);
 }
 
 TEST_CASE("Softmax gradients match finite differences") {
-    check_gradients<oar::Softmax, oar::Shape<10>>();
-    check_gradients<oar::Softmax, oar::Shape<3, 5>>(3.0);
-    check_gradients<oar::Softmax, oar::Shape<2, 2, 4>>();
+    check_activation_gradients<oar::Softmax, oar::Shape<10>>();
+    check_activation_gradients<oar::Softmax, oar::Shape<3, 5>>(3.0);
+    check_activation_gradients<oar::Softmax, oar::Shape<2, 2, 4>>();
 }
 
 // ---- GELU, Hardswish, LeakyReLU, ELU (Paddle's defaults; settings as values)
@@ -139,8 +139,8 @@ TEST_CASE("a layer's settings are values: LeakyReLU{0.2f} and ELU{0.5f} in a net
 }
 
 TEST_CASE("GELU, Hardswish, LeakyReLU and ELU gradients match finite differences") {
-    check_gradients<oar::GELU, oar::Shape<3, 5>>(3.0);
-    check_gradients<oar::Hardswish, oar::Shape<19>>(5.0);  // both kinks (-3, 3) inside the range
-    check_gradients<oar::LeakyReLU, oar::Shape<3, 5>>();
-    check_gradients<oar::ELU, oar::Shape<19>>(3.0);
+    check_activation_gradients<oar::GELU, oar::Shape<3, 5>>(3.0);
+    check_activation_gradients<oar::Hardswish, oar::Shape<19>>(5.0);  // both kinks (-3, 3) inside the range
+    check_activation_gradients<oar::LeakyReLU, oar::Shape<3, 5>>();
+    check_activation_gradients<oar::ELU, oar::Shape<19>>(3.0);
 }

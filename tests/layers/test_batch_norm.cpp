@@ -27,7 +27,7 @@
 namespace {
 
 template <class L, class In>
-void check_gradients(bool train) {
+void check_batch_norm_gradients(bool train) {
     oar::testing::GradcheckOptions o;
     o.train = train;
     o.batch = 3;
@@ -93,11 +93,11 @@ TEST_CASE("BatchNorm2D normalises each channel with the batch's statistics and u
 }
 
 TEST_CASE("BatchNorm gradients match finite differences, in training and in evaluation") {
-    check_gradients<oar::BatchNorm2D<3>, oar::Shape<3, 4, 5>>(true);
-    check_gradients<oar::BatchNorm2D<3>, oar::Shape<3, 4, 5>>(false);
-    check_gradients<oar::BatchNorm1D<6>, oar::Shape<6>>(true);
-    check_gradients<oar::BatchNorm1D<4>, oar::Shape<4, 7>>(true);
-    check_gradients<oar::BatchNorm1D<6>, oar::Shape<6>>(false);
+    check_batch_norm_gradients<oar::BatchNorm2D<3>, oar::Shape<3, 4, 5>>(true);
+    check_batch_norm_gradients<oar::BatchNorm2D<3>, oar::Shape<3, 4, 5>>(false);
+    check_batch_norm_gradients<oar::BatchNorm1D<6>, oar::Shape<6>>(true);
+    check_batch_norm_gradients<oar::BatchNorm1D<4>, oar::Shape<4, 7>>(true);
+    check_batch_norm_gradients<oar::BatchNorm1D<6>, oar::Shape<6>>(false);
 }
 
 TEST_CASE("buffers are non-trainable: counted apart by summary, untouched by Adam with L2Decay, saved and loaded") {

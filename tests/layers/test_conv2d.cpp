@@ -18,6 +18,7 @@
 #include <oar/layers/activation.hpp>  // ReLU: the fused epilogue
 #include <oar/testing/gradcheck.hpp>  // gradcheck_layer
 
+#include "support/fused_relu.hpp"  // oar_test::check_fused_relu
 #include "support/random.hpp"  // oar_test::fill_random: seeded inputs and parameters
 
 namespace {
@@ -99,7 +100,7 @@ void check_against_direct_loops() {
 }
 
 template <class L, class In>
-void check_gradients(const oar::testing::GradcheckOptions& o = {}) {
+void check_conv2d_gradients(const oar::testing::GradcheckOptions& o = {}) {
     const auto r = oar::testing::gradcheck_layer<L, In>(o);
     INFO(r.message);
     CHECK(r.ok);
@@ -189,73 +190,31 @@ TEST_CASE("a Conv2D without bias has no bias in its state dict") {
 }
 
 TEST_CASE("Conv2D with rectangular windows or no bias: gradients match finite differences") {
-    SUBCASE("3x5 kernel, strides 1x2, padding 1x2") { check_gradients<Rect, oar::Shape<3, 7, 9>>(); }
+    SUBCASE("3x5 kernel, strides 1x2, padding 1x2") { check_conv2d_gradients<Rect, oar::Shape<3, 7, 9>>(); }
     SUBCASE("1x3 kernel, stride 1, padding 0x1") {
-        check_gradients<oar::Conv2D<2, 3, oar::Size2{1, 3}, 1, oar::Size2{0, 1}>, oar::Shape<2, 5, 6>>();
+        check_conv2d_gradients<oar::Conv2D<2, 3, oar::Size2{1, 3}, 1, oar::Size2{0, 1}>, oar::Shape<2, 5, 6>>();
     }
-    SUBCASE("no bias, stride 1") { check_gradients<NoBias, oar::Shape<2, 5, 5>>(); }
+    SUBCASE("no bias, stride 1") { check_conv2d_gradients<NoBias, oar::Shape<2, 5, 5>>(); }
     SUBCASE("no bias, 2x3 kernel, stride 2") {
-        check_gradients<oar::Conv2D<2, 3, oar::Size2{2, 3}, 2, oar::Size2{1, 0}, oar::Bias::no>, oar::Shape<2, 6, 7>>();
+        check_conv2d_gradients<oar::Conv2D<2, 3, oar::Size2{2, 3}, 2, oar::Size2{1, 0}, oar::Bias::no>, oar::Shape<2, 6, 7>>();
     }
 }
 
 TEST_CASE("Conv2D gradients match finite differences") {
-    SUBCASE("Conv2D<1,20,5,1,2> on (1,8,8)") { check_gradients<Course, oar::Shape<1, 8, 8>>(); }
-    SUBCASE("Conv2D<2,3,3> on (2,6,5)") { check_gradients<oar::Conv2D<2, 3, 3>, oar::Shape<2, 6, 5>>(); }
-    SUBCASE("Conv2D<2,4,3,2,1> on (2,7,7)") { check_gradients<oar::Conv2D<2, 4, 3, 2, 1>, oar::Shape<2, 7, 7>>(); }
-    SUBCASE("Conv2D<3,2,1> on (3,4,4)") { check_gradients<oar::Conv2D<3, 2, 1>, oar::Shape<3, 4, 4>>(); }
-    SUBCASE("Conv2D<1,2,4,3,2> on (1,9,8)") { check_gradients<oar::Conv2D<1, 2, 4, 3, 2>, oar::Shape<1, 9, 8>>(); }
+    SUBCASE("Conv2D<1,20,5,1,2> on (1,8,8)") { check_conv2d_gradients<Course, oar::Shape<1, 8, 8>>(); }
+    SUBCASE("Conv2D<2,3,3> on (2,6,5)") { check_conv2d_gradients<oar::Conv2D<2, 3, 3>, oar::Shape<2, 6, 5>>(); }
+    SUBCASE("Conv2D<2,4,3,2,1> on (2,7,7)") { check_conv2d_gradients<oar::Conv2D<2, 4, 3, 2, 1>, oar::Shape<2, 7, 7>>(); }
+    SUBCASE("Conv2D<3,2,1> on (3,4,4)") { check_conv2d_gradients<oar::Conv2D<3, 2, 1>, oar::Shape<3, 4, 4>>(); }
+    SUBCASE("Conv2D<1,2,4,3,2> on (1,9,8)") { check_conv2d_gradients<oar::Conv2D<1, 2, 4, 3, 2>, oar::Shape<1, 9, 8>>(); }
     SUBCASE("Conv2D<2,3,3,1,2> on (2,3,3): windows wholly in the padding") {
-        check_gradients<oar::Conv2D<2, 3, 3, 1, 2>, oar::Shape<2, 3, 3>>();
+        check_conv2d_gradients<oar::Conv2D<2, 3, 3, 1, 2>, oar::Shape<2, 3, 3>>();
     }
 }
 
-namespace {
-/// forward_relu / backward_relu of layer L against its forward and backward around the ReLU layer's
-/// (relu_fn's map and map_backward), on the same parameters: every output bit equal. Then a
-/// finite-difference check in double of Network<Sequential<L, ReLU>>, which runs them fused.
-template <class L, class In>
-void check_fused_relu(std::size_t batch) {
-    using namespace oar;
-    constexpr Dims in = In::dims, out = L::output_dims(In::dims);
-    const auto specs = L::params(in);
-    auto params = oar_test::random_vector<float>(param_block_size(specs), 51);
-    const auto x = oar_test::random_vector<float>(batch * in.size(), 52);
-    const auto dy = oar_test::random_vector<float>(batch * out.size(), 53);
-    const std::size_t ny = batch * out.size();
-    std::vector<float> pre(ny), y(ny), dmask(ny), g1(params.size(), 0.0f), dx1(batch * in.size());
-    std::vector<float> fy(ny, 5.0f), fdy = dy, g2(params.size(), 0.0f), dx2(batch * in.size(), 5.0f);
-    const L layer{};
-    Context<cpu> ctx;
-    ctx.params = params.data();
-    ctx.grads = g1.data();
-    layer.forward(ctx, in, x.data(), pre.data(), batch);
-    kernel<op::map, cpu>::run(relu_fn{}, pre.data(), y.data(), ny);
-    kernel<op::map_backward, cpu>::run(relu_fn{}, pre.data(), y.data(), dy.data(), dmask.data(), ny);
-    layer.backward(ctx, in, x.data(), pre.data(), dmask.data(), dx1.data(), batch);
-    ctx.grads = g2.data();
-    layer.forward_relu(ctx, in, x.data(), fy.data(), batch);
-    layer.backward_relu(ctx, in, x.data(), fy.data(), fdy.data(), dx2.data(), batch);
-    std::size_t cut = 0;
-    for (float v : pre) cut += v < 0.0f;
-    CHECK(cut > ny / 8);  // the mask matters
-    CHECK(fy == y);
-    CHECK(fdy == dmask);
-    CHECK(g2 == g1);
-    CHECK(dx2 == dx1);
-    using Net = Network<Sequential<L, ReLU>, In, cpu64>;
-    static_assert(Net::fuses_relu(0));
-    const auto r = testing::gradcheck_network<Net>({.batch = 2});
-    INFO(r.message);
-    CHECK(r.ok);
-    CHECK(r.checked > 0);
-}
-}  // namespace
-
 TEST_CASE("Conv2D with a fused ReLU gives the bits of Conv2D then ReLU, and matches finite differences") {
-    SUBCASE("the course's Conv2D<1,20,5,1,2>") { check_fused_relu<Course, oar::Shape<1, 12, 12>>(3); }
-    SUBCASE("Conv2D<20,20,5,1,2>: flipped-weight dx") { check_fused_relu<oar::Conv2D<20, 20, 5, 1, 2>, oar::Shape<20, 7, 7>>(3); }
-    SUBCASE("Conv2D<2,4,3,2,1>: im2col") { check_fused_relu<oar::Conv2D<2, 4, 3, 2, 1>, oar::Shape<2, 7, 7>>(3); }
-    SUBCASE("a 3x5 kernel with strides 1x2: im2col") { check_fused_relu<Rect, oar::Shape<3, 7, 9>>(3); }
-    SUBCASE("no bias, stride 1") { check_fused_relu<NoBias, oar::Shape<2, 7, 7>>(3); }
+    SUBCASE("the course's Conv2D<1,20,5,1,2>") { oar_test::check_fused_relu<Course, oar::Shape<1, 12, 12>>(3); }
+    SUBCASE("Conv2D<20,20,5,1,2>: flipped-weight dx") { oar_test::check_fused_relu<oar::Conv2D<20, 20, 5, 1, 2>, oar::Shape<20, 7, 7>>(3); }
+    SUBCASE("Conv2D<2,4,3,2,1>: im2col") { oar_test::check_fused_relu<oar::Conv2D<2, 4, 3, 2, 1>, oar::Shape<2, 7, 7>>(3); }
+    SUBCASE("a 3x5 kernel with strides 1x2: im2col") { oar_test::check_fused_relu<Rect, oar::Shape<3, 7, 9>>(3); }
+    SUBCASE("no bias, stride 1") { oar_test::check_fused_relu<NoBias, oar::Shape<2, 7, 7>>(3); }
 }

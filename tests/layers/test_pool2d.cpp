@@ -19,7 +19,7 @@ namespace {
 using oar_test::fill_random;
 
 template <class L, class In>
-void check_gradients() {
+void check_pool2d_gradients() {
     const auto r = oar::testing::gradcheck_layer<L, In>();
     INFO(r.message);
     CHECK(r.ok);
@@ -88,15 +88,15 @@ TEST_CASE("MaxPool2D and AvgPool2D forward match naive window loops through a ne
 }
 
 TEST_CASE("MaxPool2D gradients match finite differences") {
-    SUBCASE("MaxPool2D<2> on (2,6,6)") { check_gradients<oar::MaxPool2D<2>, oar::Shape<2, 6, 6>>(); }
-    SUBCASE("MaxPool2D<3,2> on (1,7,7), overlapping") { check_gradients<oar::MaxPool2D<3, 2>, oar::Shape<1, 7, 7>>(); }
-    SUBCASE("MaxPool2D<2> on (2,5,7), floor mode") { check_gradients<oar::MaxPool2D<2>, oar::Shape<2, 5, 7>>(); }
+    SUBCASE("MaxPool2D<2> on (2,6,6)") { check_pool2d_gradients<oar::MaxPool2D<2>, oar::Shape<2, 6, 6>>(); }
+    SUBCASE("MaxPool2D<3,2> on (1,7,7), overlapping") { check_pool2d_gradients<oar::MaxPool2D<3, 2>, oar::Shape<1, 7, 7>>(); }
+    SUBCASE("MaxPool2D<2> on (2,5,7), floor mode") { check_pool2d_gradients<oar::MaxPool2D<2>, oar::Shape<2, 5, 7>>(); }
 }
 
 TEST_CASE("AvgPool2D gradients match finite differences") {
-    SUBCASE("AvgPool2D<2> on (2,6,6)") { check_gradients<oar::AvgPool2D<2>, oar::Shape<2, 6, 6>>(); }
-    SUBCASE("AvgPool2D<3,2> on (1,7,8), overlapping") { check_gradients<oar::AvgPool2D<3, 2>, oar::Shape<1, 7, 8>>(); }
-    SUBCASE("AvgPool2D<2,3> on (2,8,5), gaps") { check_gradients<oar::AvgPool2D<2, 3>, oar::Shape<2, 8, 5>>(); }
+    SUBCASE("AvgPool2D<2> on (2,6,6)") { check_pool2d_gradients<oar::AvgPool2D<2>, oar::Shape<2, 6, 6>>(); }
+    SUBCASE("AvgPool2D<3,2> on (1,7,8), overlapping") { check_pool2d_gradients<oar::AvgPool2D<3, 2>, oar::Shape<1, 7, 8>>(); }
+    SUBCASE("AvgPool2D<2,3> on (2,8,5), gaps") { check_pool2d_gradients<oar::AvgPool2D<2, 3>, oar::Shape<2, 8, 5>>(); }
 }
 
 // ---- AdaptiveAvgPool2D
@@ -128,8 +128,8 @@ TEST_CASE("AdaptiveAvgPool2D averages Paddle's windows: floor(i H / OH) to ceil(
 }
 
 TEST_CASE("AdaptiveAvgPool2D gradients match finite differences") {
-    SUBCASE("<1,1> on (3,4,5)") { check_gradients<oar::AdaptiveAvgPool2D<1, 1>, oar::Shape<3, 4, 5>>(); }
-    SUBCASE("<2,3> on (2,7,9), uneven windows") { check_gradients<oar::AdaptiveAvgPool2D<2, 3>, oar::Shape<2, 7, 9>>(); }
-    SUBCASE("<4> on (1,5,5), overlapping windows") { check_gradients<oar::AdaptiveAvgPool2D<4>, oar::Shape<1, 5, 5>>(); }
+    SUBCASE("<1,1> on (3,4,5)") { check_pool2d_gradients<oar::AdaptiveAvgPool2D<1, 1>, oar::Shape<3, 4, 5>>(); }
+    SUBCASE("<2,3> on (2,7,9), uneven windows") { check_pool2d_gradients<oar::AdaptiveAvgPool2D<2, 3>, oar::Shape<2, 7, 9>>(); }
+    SUBCASE("<4> on (1,5,5), overlapping windows") { check_pool2d_gradients<oar::AdaptiveAvgPool2D<4>, oar::Shape<1, 5, 5>>(); }
 }
 

@@ -28,7 +28,7 @@
 namespace {
 using namespace oar;
 using CourseCNN = course::CNN;
-using CNN = Network<CourseCNN, Shape<1, 28, 28>>;
+using HooksCNN = Network<CourseCNN, Shape<1, 28, 28>>;
 
 Tensor random_tensor(std::size_t n, Dims d, std::uint64_t seed, double scale = 1.0) {
     Tensor t(n, d);
@@ -77,13 +77,13 @@ const std::vector<std::string> cnn_names{"Conv2D", "ReLU", "MaxPool2D", "Conv2D"
 }  // namespace
 
 TEST_CASE("forward calls on_forward after every layer in order, with its input and output") {
-    CNN net(1);
+    HooksCNN net(1);
     const Tensor x = random_tensor(3, make_dims(1, 28, 28), 11);
     Recorder rec;
     net.set_step(41);
     net.forward(x, rec);
-    REQUIRE(rec.records.size() == CNN::num_layers);
-    for (std::size_t i = 0; i < CNN::num_layers; ++i) {
+    REQUIRE(rec.records.size() == HooksCNN::num_layers);
+    for (std::size_t i = 0; i < HooksCNN::num_layers; ++i) {
         const Record& r = rec.records[i];
         CHECK(r.pass == Pass::forward);
         CHECK(r.index == i);
@@ -108,24 +108,24 @@ TEST_CASE("forward calls on_forward after every layer in order, with its input a
     net.eval();
     rec.records.clear();
     net.forward(x, rec);
-    REQUIRE(rec.records.size() == CNN::num_layers);
+    REQUIRE(rec.records.size() == HooksCNN::num_layers);
     CHECK(rec.records[0].step == 42);  // eval passes do not count
     CHECK(rec.records[0].mode == Mode::eval);
     CHECK(net.step() == 42);
 }
 
 TEST_CASE("backward calls on_backward from the last layer to the first, with dy, dx and that layer's gradients") {
-    CNN net(2);
+    HooksCNN net(2);
     const Tensor x = random_tensor(2, make_dims(1, 28, 28), 12);
     const Tensor dy = random_tensor(2, make_dims(10), 13);
     net.set_step(7);
     net.forward(x);
     Recorder rec;
     net.backward(dy, rec);
-    REQUIRE(rec.records.size() == CNN::num_layers);
-    for (std::size_t k = 0; k < CNN::num_layers; ++k) {
+    REQUIRE(rec.records.size() == HooksCNN::num_layers);
+    for (std::size_t k = 0; k < HooksCNN::num_layers; ++k) {
         const Record& r = rec.records[k];
-        const std::size_t i = CNN::num_layers - 1 - k;
+        const std::size_t i = HooksCNN::num_layers - 1 - k;
         CHECK(r.pass == Pass::backward);
         CHECK(r.index == i);
         CHECK(r.name == cnn_names[i]);
@@ -138,24 +138,24 @@ TEST_CASE("backward calls on_backward from the last layer to the first, with dy,
         } else {
             CHECK(r.dx == nullptr);  // not asked for
         }
-        CHECK(r.param_offset == CNN::info::param_offsets[i]);
-        CHECK(r.grads_size == CNN::info::param_blocks[i]);
-        CHECK(r.grads_size >= CNN::info::param_counts[i]);
+        CHECK(r.param_offset == HooksCNN::info::param_offsets[i]);
+        CHECK(r.grads_size == HooksCNN::info::param_blocks[i]);
+        CHECK(r.grads_size >= HooksCNN::info::param_counts[i]);
     }
     // the first event's dy is a copy of the caller's dy; each later dy is the previous event's dx
     CHECK(rec.records[0].dy_values == std::vector<float>(dy.data(), dy.data() + dy.size()));
-    for (std::size_t k = 1; k < CNN::num_layers; ++k) CHECK(rec.records[k].dy == rec.records[k - 1].dx);
+    for (std::size_t k = 1; k < HooksCNN::num_layers; ++k) CHECK(rec.records[k].dy == rec.records[k - 1].dx);
 
     Tensor dx(2, make_dims(1, 28, 28));
     rec.records.clear();
     net.backward(dy, dx.view(), rec);
-    REQUIRE(rec.records.size() == CNN::num_layers);
+    REQUIRE(rec.records.size() == HooksCNN::num_layers);
     CHECK(rec.records.back().dx == dx.data());
     CHECK(rec.records.back().dx_shape == "[2, 1, 28, 28]");
 }
 
 TEST_CASE("each layer's gradient span in on_backward is final: later layers do not change it") {
-    CNN net(3);
+    HooksCNN net(3);
     const Tensor x = random_tensor(4, make_dims(1, 28, 28), 14);
     const Tensor dy = random_tensor(4, make_dims(10), 15);
     net.forward(x);
@@ -174,7 +174,7 @@ TEST_CASE("each layer's gradient span in on_backward is final: later layers do n
 }
 
 TEST_CASE("the parameter-gradient spans of the layers tile the flat gradient buffer exactly, in reverse order") {
-    CNN net(4);
+    HooksCNN net(4);
     net.forward(random_tensor(2, make_dims(1, 28, 28), 16));
     struct Spans {
         std::vector<std::span<float>> spans;
@@ -186,7 +186,7 @@ TEST_CASE("the parameter-gradient spans of the layers tile the flat gradient buf
     } s;
     net.backward(random_tensor(2, make_dims(10), 17), s);
     const auto g = net.parameters().grads();
-    REQUIRE(s.spans.size() == CNN::num_layers);
+    REQUIRE(s.spans.size() == HooksCNN::num_layers);
     // walking the events backwards, each span begins where the previous one ended
     float* expected = g.data() + g.size();
     for (std::size_t k = 0; k < s.spans.size(); ++k) {
@@ -201,14 +201,14 @@ TEST_CASE("the parameter-gradient spans of the layers tile the flat gradient buf
     CHECK(covered == g.size());
     for (const auto& e : net.parameters().entries()) {
         const std::size_t layer = std::stoul(e.key.substr(0, e.key.find('.')));
-        const std::size_t k = CNN::num_layers - 1 - layer;
+        const std::size_t k = HooksCNN::num_layers - 1 - layer;
         CHECK(e.offset >= s.offsets[k]);
         CHECK(e.offset + e.size <= s.offsets[k] + s.spans[k].size());
     }
 }
 
 TEST_CASE("results are bitwise identical with and without an observer") {
-    CNN a(5), b(5);
+    HooksCNN a(5), b(5);
     const Tensor x = random_tensor(3, make_dims(1, 28, 28), 18);
     const Tensor dy = random_tensor(3, make_dims(10), 19);
     Tensor dxa(3, make_dims(1, 28, 28)), dxb(3, make_dims(1, 28, 28));
@@ -224,7 +224,7 @@ TEST_CASE("results are bitwise identical with and without an observer") {
     const auto ga = a.parameters().grads(), gb = b.parameters().grads();
     CHECK(std::memcmp(ga.data(), gb.data(), ga.size() * sizeof(float)) == 0);
     CHECK(a.step() == b.step());
-    CHECK(rec.records.size() == 4 * CNN::num_layers);
+    CHECK(rec.records.size() == 4 * HooksCNN::num_layers);
 }
 
 TEST_CASE("a tensor passed after dy is the input gradient, never taken for an observer") {
@@ -232,7 +232,7 @@ TEST_CASE("a tensor passed after dy is the input gradient, never taken for an ob
     static_assert(!LayerObserver<MutableTensorView, float>);
     static_assert(LayerObserver<Recorder&, float>);
     static_assert(LayerObserver<no_observer, float>);
-    CNN net(7);
+    HooksCNN net(7);
     net.forward(random_tensor(2, make_dims(1, 28, 28), 22));
     Tensor dx(2, make_dims(1, 28, 28));
     net.backward(random_tensor(2, make_dims(10), 23), dx);
@@ -242,12 +242,12 @@ TEST_CASE("a tensor passed after dy is the input gradient, never taken for an ob
 }
 
 TEST_CASE("an observer with only on_forward is not called in backward") {
-    CNN net(6);
+    HooksCNN net(6);
     ForwardOnly f;
     net.forward(random_tensor(1, make_dims(1, 28, 28), 20), f);
-    CHECK(f.calls == int(CNN::num_layers));
+    CHECK(f.calls == int(HooksCNN::num_layers));
     net.backward(random_tensor(1, make_dims(10), 21), f);
-    CHECK(f.calls == int(CNN::num_layers));
+    CHECK(f.calls == int(HooksCNN::num_layers));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,7 +317,7 @@ void check_row_against(const LayerStatsRow& r, const std::vector<double>& ref) {
 }  // namespace
 
 TEST_CASE("LayerStats reports every layer's shapes and statistics as numpy computes them, forward and backward") {
-    CNN net(8);
+    HooksCNN net(8);
     const Tensor x = random_tensor(3, make_dims(1, 28, 28), 30);
     const Tensor dy = random_tensor(3, make_dims(10), 31);
     Tensor dx(3, make_dims(1, 28, 28));
@@ -356,7 +356,7 @@ TEST_CASE("LayerStats reports every layer's shapes and statistics as numpy compu
 }
 
 TEST_CASE("LayerStats counts NaN and infinities and takes the statistics over the finite values") {
-    CNN net(9);
+    HooksCNN net(9);
     Tensor x = random_tensor(2, make_dims(1, 28, 28), 32);
     x[5] = qnan;
     x[100] = finf;
@@ -392,7 +392,7 @@ TEST_CASE("LayerStats counts NaN and infinities and takes the statistics over th
 }
 
 TEST_CASE("LayerStats prints a table to an ostream or a FILE*") {
-    CNN net(10);
+    HooksCNN net(10);
     const Tensor x = random_tensor(1, make_dims(1, 28, 28), 33);
     std::ostringstream os;
     {
@@ -453,7 +453,7 @@ TEST_CASE("first_non_finite finds a NaN or infinity at every position, in float 
 }
 
 TEST_CASE("NonFiniteGuard names the step, layer 0 and the element when the input holds an infinity") {
-    CNN net(11);
+    HooksCNN net(11);
     Tensor x = random_tensor(2, make_dims(1, 28, 28), 34);
     x[784 + 3 * 28 + 5] = finf;  // sample 1, pixel (0, 3, 5)
     net.set_step(12);
@@ -472,7 +472,7 @@ TEST_CASE("NonFiniteGuard names the step, layer 0 and the element when the input
 }
 
 TEST_CASE("NonFiniteGuard names a NaN weight as a parameter of its layer, or the output it spoils") {
-    CNN net(12);
+    HooksCNN net(12);
     const Tensor x = random_tensor(2, make_dims(1, 28, 28), 35);
     auto w = net.parameters().value(net.parameters().entry("3.weight"));
     w[1 * 500 + 2 * 25 + 3 * 5 + 4] = qnan;  // [1, 2, 3, 4] of [20, 20, 5, 5]
@@ -490,7 +490,7 @@ TEST_CASE("NonFiniteGuard names a NaN weight as a parameter of its layer, or the
 }
 
 TEST_CASE("NonFiniteGuard stops at the layer where huge weights overflow to infinity") {
-    CNN net(13);
+    HooksCNN net(13);
     Tensor x = random_tensor(2, make_dims(1, 28, 28), 36);
     for (float& v : x.span()) v = std::abs(v);
     // every weight of the last Linear at 1e37: 980 non-negative inputs, some positive, overflow float
@@ -512,7 +512,7 @@ TEST_CASE("NonFiniteGuard stops at the layer where huge weights overflow to infi
 }
 
 TEST_CASE("NonFiniteGuard checks backward: the loss gradient, then parameter gradients before the input gradient") {
-    CNN net(14);
+    HooksCNN net(14);
     const Tensor x = random_tensor(2, make_dims(1, 28, 28), 37);
     NonFiniteGuard guard;
     net.set_step(21);
@@ -536,7 +536,7 @@ TEST_CASE("NonFiniteGuard checks backward: the loss gradient, then parameter gra
 }
 
 TEST_CASE("the guard changes nothing on clean data, and guard + stats combine with observers()") {
-    CNN a(15), b(15);
+    HooksCNN a(15), b(15);
     const Tensor x = random_tensor(4, make_dims(1, 28, 28), 40);
     const Tensor dy = random_tensor(4, make_dims(10), 41);
     NonFiniteGuard guard;
@@ -559,7 +559,7 @@ TEST_CASE("the guard changes nothing on clean data, and guard + stats combine wi
 }
 
 TEST_CASE("check_finite_parameters names the parameter, element and step after an optimizer step") {
-    CNN net(16);
+    HooksCNN net(16);
     CHECK_NOTHROW(check_finite_parameters(net.parameters(), 9));
     auto b = net.parameters().value(net.parameters().entry("3.bias"));
     b[4] = -finf;

@@ -18,46 +18,46 @@ namespace {
 using namespace oar;
 
 using CourseCNN = course::CNN;
-using CNN = CourseCNN::bind<Shape<1, 28, 28>>;
+using SeqCNN = CourseCNN::bind<Shape<1, 28, 28>>;
 
 // The course's CNN: output Shape<10> and its exact parameter count, by formula:
 //   conv1 20*1*5*5 + 20 = 520, conv2 20*20*5*5 + 20 = 10,020, fc 980*10 + 10 = 9,810.
-static_assert(std::is_same_v<CNN::output_shape, Shape<10>>);
-static_assert(CNN::valid);
-static_assert(CNN::num_layers == 8);
-static_assert(CNN::total_params == 20 * 1 * 25 + 20 + 20 * 20 * 25 + 20 + 980 * 10 + 10);
-static_assert(CNN::total_params == 20350);
-static_assert(CNN::param_counts[0] == 520 && CNN::param_counts[3] == 10020 && CNN::param_counts[7] == 9810);
-static_assert(CNN::param_counts[1] == 0 && CNN::param_counts[2] == 0 && CNN::param_counts[6] == 0);
+static_assert(std::is_same_v<SeqCNN::output_shape, Shape<10>>);
+static_assert(SeqCNN::valid);
+static_assert(SeqCNN::num_layers == 8);
+static_assert(SeqCNN::total_params == 20 * 1 * 25 + 20 + 20 * 20 * 25 + 20 + 980 * 10 + 10);
+static_assert(SeqCNN::total_params == 20350);
+static_assert(SeqCNN::param_counts[0] == 520 && SeqCNN::param_counts[3] == 10020 && SeqCNN::param_counts[7] == 9810);
+static_assert(SeqCNN::param_counts[1] == 0 && SeqCNN::param_counts[2] == 0 && SeqCNN::param_counts[6] == 0);
 
 // Every intermediate shape.
-static_assert(CNN::dims[0] == make_dims(1, 28, 28));
-static_assert(CNN::dims[1] == make_dims(20, 28, 28));
-static_assert(CNN::dims[2] == make_dims(20, 28, 28));
-static_assert(CNN::dims[3] == make_dims(20, 14, 14));
-static_assert(CNN::dims[4] == make_dims(20, 14, 14));
-static_assert(CNN::dims[5] == make_dims(20, 14, 14));
-static_assert(CNN::dims[6] == make_dims(20, 7, 7));
-static_assert(CNN::dims[7] == make_dims(980));
-static_assert(CNN::dims[8] == make_dims(10));
+static_assert(SeqCNN::dims[0] == make_dims(1, 28, 28));
+static_assert(SeqCNN::dims[1] == make_dims(20, 28, 28));
+static_assert(SeqCNN::dims[2] == make_dims(20, 28, 28));
+static_assert(SeqCNN::dims[3] == make_dims(20, 14, 14));
+static_assert(SeqCNN::dims[4] == make_dims(20, 14, 14));
+static_assert(SeqCNN::dims[5] == make_dims(20, 14, 14));
+static_assert(SeqCNN::dims[6] == make_dims(20, 7, 7));
+static_assert(SeqCNN::dims[7] == make_dims(980));
+static_assert(SeqCNN::dims[8] == make_dims(10));
 
 // FLOPs per sample: a multiply-add counts 2, plus one add per output for the bias.
-static_assert(CNN::flops[0] == 20 * 28 * 28 * (2 * 25 + 1));
-static_assert(CNN::flops[3] == 20 * 14 * 14 * (2 * 500 + 1));
-static_assert(CNN::flops[7] == 2 * 980 * 10 + 10);
-static_assert(CNN::flops[1] == 20 * 28 * 28 && CNN::flops[2] == 20 * 14 * 14 * 4);
+static_assert(SeqCNN::flops[0] == 20 * 28 * 28 * (2 * 25 + 1));
+static_assert(SeqCNN::flops[3] == 20 * 14 * 14 * (2 * 500 + 1));
+static_assert(SeqCNN::flops[7] == 2 * 980 * 10 + 10);
+static_assert(SeqCNN::flops[1] == 20 * 28 * 28 && SeqCNN::flops[2] == 20 * 14 * 14 * 4);
 
 // Activation memory per sample: the input and every layer's output, float32.
 constexpr std::size_t cnn_floats = 784 + 15680 + 15680 + 3920 + 3920 + 3920 + 980 + 980 + 10;
-static_assert(CNN::activation_floats == cnn_floats);
-static_assert(CNN::activation_bytes == cnn_floats * 4);
-static_assert(CNN::max_activation_floats == 15680);
+static_assert(SeqCNN::activation_floats == cnn_floats);
+static_assert(SeqCNN::activation_bytes == cnn_floats * 4);
+static_assert(SeqCNN::max_activation_floats == 15680);
 
 // The flat parameter buffer: each layer's block starts on a cache line (16 floats).
-static_assert(CNN::param_offsets[0] == 0);
-static_assert(CNN::param_offsets[3] % 16 == 0 && CNN::param_offsets[7] % 16 == 0);
-static_assert(CNN::param_offsets[3] >= 520 && CNN::param_offsets[7] >= CNN::param_offsets[3] + 10020);
-static_assert(CNN::param_buffer_size >= CNN::total_params);
+static_assert(SeqCNN::param_offsets[0] == 0);
+static_assert(SeqCNN::param_offsets[3] % 16 == 0 && SeqCNN::param_offsets[7] % 16 == 0);
+static_assert(SeqCNN::param_offsets[3] >= 520 && SeqCNN::param_offsets[7] >= SeqCNN::param_offsets[3] + 10020);
+static_assert(SeqCNN::param_buffer_size >= SeqCNN::total_params);
 
 // Linear works on the last dimension, as paddle.nn.Linear does.
 using PerRow = Sequential<Linear<7, 3>, ReLU>::bind<Shape<5, 7>>;
@@ -75,10 +75,10 @@ static_assert(Strided::dims[1] == make_dims(8, 9, 5));
 static_assert(Strided::dims[2] == make_dims(8, 4, 2));
 
 // The workspace is the largest any layer needs (Conv2D: two (C*K*K, OH*OW) column buffers).
-static_assert(CNN::max_workspace == 2 * 500 * 196);
+static_assert(SeqCNN::max_workspace == 2 * 500 * 196);
 
 // Layer names, as the summary prints them.
-static_assert(CNN::names[0] == "Conv2D" && CNN::names[2] == "MaxPool2D" && CNN::names[7] == "Linear");
+static_assert(SeqCNN::names[0] == "Conv2D" && SeqCNN::names[2] == "MaxPool2D" && SeqCNN::names[7] == "Linear");
 }  // namespace
 
 TEST_CASE("propagate stops at the first layer that refuses its input and names it") {

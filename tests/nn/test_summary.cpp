@@ -21,7 +21,7 @@
 
 namespace {
 
-using CourseCNN = oar::Network<oar::course::CNN, oar::course::Image>;
+using SummaryCNN = oar::Network<oar::course::CNN, oar::course::Image>;
 
 /// 4782410 -> "4,782,410", written independently of oar's helper.
 std::string grouped(std::size_t v) {
@@ -126,7 +126,7 @@ TEST_CASE("summary of the course CNN lists every layer with its output shape, pa
         {"7", "Linear", "[N, 10]", grouped(fc_params), grouped(flops[7])},
     };
 
-    const std::string table = oar::summary<CourseCNN>();
+    const std::string table = oar::summary<SummaryCNN>();
     INFO(table);
     const std::vector<Row> rows = rows_of(table);
     REQUIRE(rows.size() == expected.size() + 1);
@@ -160,9 +160,9 @@ TEST_CASE("summary of the course CNN lists every layer with its output shape, pa
 }
 
 TEST_CASE("the summary's parameter total is the number of trainable scalars the network holds") {
-    const CourseCNN net(1);
+    const SummaryCNN net(1);
     CHECK(net.parameters().count() == 20350);
-    CHECK(oar::summary(net) == oar::summary<CourseCNN>());
+    CHECK(oar::summary(net) == oar::summary<SummaryCNN>());
     std::size_t from_rows = 0;
     for (const Row& r : rows_of(oar::summary(net))) {
         std::string digits;

@@ -26,12 +26,12 @@ namespace {
 using oar_test::random_vector;
 
 // (channels, height, width, kernel, stride, pad)
-constexpr oar::ConvGeometry geometries[] = {
+constexpr oar::ConvGeometry conv_geometries[] = {
     {1, 5, 5, 3, 1, 0}, {2, 6, 5, 3, 1, 1}, {3, 7, 7, 3, 2, 1}, {2, 8, 6, 5, 1, 2}, {1, 9, 8, 4, 3, 2},
     {3, 4, 4, 1, 1, 0}, {2, 5, 7, 2, 2, 0}, {1, 6, 6, 5, 2, 2}, {2, 3, 3, 3, 1, 2}, {1, 28, 28, 5, 1, 2},
 };
 
-std::string describe(const oar::ConvGeometry& g) {
+std::string describe_conv(const oar::ConvGeometry& g) {
     return "C=" + std::to_string(g.channels) + " H=" + std::to_string(g.height) + " W=" + std::to_string(g.width) +
            " K=" + std::to_string(g.kernel) + " S=" + std::to_string(g.stride) + " P=" + std::to_string(g.pad);
 }
@@ -83,8 +83,8 @@ TEST_CASE("ConvGeometry computes the floor-mode output size of a padded, strided
 }
 
 TEST_CASE("im2col writes every window element of the padded image, zeros in the padding") {
-    for (const auto& g : geometries) {
-        INFO(describe(g));
+    for (const auto& g : conv_geometries) {
+        INFO(describe_conv(g));
         const auto x = random_vector<double>(g.channels * g.height * g.width, 3);
         std::vector<double> col(g.col_rows() * g.col_cols(), -777.0);
         oar::kernel<oar::op::im2col, oar::cpu64>::run(g, x.data(), col.data());
@@ -97,8 +97,8 @@ TEST_CASE("im2col writes every window element of the padded image, zeros in the 
 }
 
 TEST_CASE("im2col followed by a matrix product equals a direct convolution loop") {
-    for (const auto& g : geometries) {
-        INFO(describe(g));
+    for (const auto& g : conv_geometries) {
+        INFO(describe_conv(g));
         constexpr std::size_t out_c = 3;
         const auto x = random_vector<float>(g.channels * g.height * g.width, 5);
         const auto w = random_vector<float>(out_c * g.col_rows(), 6);  // (OutC, C, K, K)
@@ -126,8 +126,8 @@ TEST_CASE("im2col followed by a matrix product equals a direct convolution loop"
 }
 
 TEST_CASE("col2im adds each column entry back to the pixel it was read from") {
-    for (const auto& g : geometries) {
-        INFO(describe(g));
+    for (const auto& g : conv_geometries) {
+        INFO(describe_conv(g));
         const auto col = random_vector<double>(g.col_rows() * g.col_cols(), 8);
         const auto dx0 = random_vector<double>(g.channels * g.height * g.width, 9);
         std::vector<double> dx = dx0, want = dx0;  // col2im accumulates into dx
@@ -142,8 +142,8 @@ TEST_CASE("col2im adds each column entry back to the pixel it was read from") {
 }
 
 TEST_CASE("col2im is the adjoint of im2col: <im2col(x), c> == <x, col2im(c)>") {
-    for (const auto& g : geometries) {
-        INFO(describe(g));
+    for (const auto& g : conv_geometries) {
+        INFO(describe_conv(g));
         for (std::uint64_t trial = 0; trial < 3; ++trial) {
             const auto x = random_vector<double>(g.channels * g.height * g.width, 20 + trial);
             const auto c = random_vector<double>(g.col_rows() * g.col_cols(), 40 + trial);
@@ -201,8 +201,8 @@ TEST_CASE("bias_grad adds the per-channel sum over samples and positions to db")
 }
 
 TEST_CASE("im2row is the transpose of im2col") {
-    for (const auto& g : geometries) {
-        INFO(describe(g));
+    for (const auto& g : conv_geometries) {
+        INFO(describe_conv(g));
         const auto x = random_vector<float>(g.channels * g.height * g.width, 21);
         std::vector<float> col(g.col_rows() * g.col_cols()), row(col.size(), -7.0f);
         oar::kernel<oar::op::im2col, oar::cpu>::run(g, x.data(), col.data());
@@ -253,7 +253,7 @@ TEST_CASE("batch conv2d forward and backward match direct loops, with and withou
         for (const auto& c : cases)
             for (bool with_dx : {true, false}) {
                 const auto& g = c.g;
-                INFO(describe(g) << " out_c=" << c.out_c << " n=" << c.n << " dx=" << with_dx);
+                INFO(describe_conv(g) << " out_c=" << c.out_c << " n=" << c.n << " dx=" << with_dx);
                 const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
                 const std::size_t K = g.kernel, OH = g.out_height(), OW = g.out_width();
                 const auto x = random_vector<float>(c.n * in_size, 31), w = random_vector<float>(c.out_c * ckk, 32);
@@ -351,7 +351,7 @@ TEST_CASE("conv2d with a fused ReLU gives the bits of conv2d followed by the ReL
         for (const auto& c : cases)
             for (bool with_dx : {true, false}) {
                 const auto& g = c.g;
-                INFO(describe(g) << " out_c=" << c.out_c << " n=" << c.n << " dx=" << with_dx);
+                INFO(describe_conv(g) << " out_c=" << c.out_c << " n=" << c.n << " dx=" << with_dx);
                 const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
                 const std::size_t ny = c.n * c.out_c * P;
                 const auto x = random_vector<float>(c.n * in_size, 41), w = random_vector<float>(c.out_c * ckk, 42);

@@ -31,12 +31,12 @@ std::vector<T> inputs(std::size_t n, std::uint64_t seed) {
 
 long double ref_sigmoid(long double x) { return 1.0L / (1.0L + std::exp(-x)); }
 
-struct Reference {
+struct ElementwiseReference {
     const char* name;
     long double (*f)(long double);
     long double (*df)(long double);  // derivative at x
 };
-const Reference references[] = {
+const ElementwiseReference references[] = {
     {"relu", [](long double x) { return x < 0 ? 0.0L : x; }, [](long double x) { return x > 0 ? 1.0L : 0.0L; }},
     {"sigmoid", ref_sigmoid, [](long double x) { return ref_sigmoid(x) * (1 - ref_sigmoid(x)); }},
     {"tanh", [](long double x) { return std::tanh(x); },
@@ -45,7 +45,7 @@ const Reference references[] = {
 
 /// Checks map and map_backward of functor F against reference `r` for length n.
 template <class T, class F>
-void check_functor(const F& f, const Reference& r, std::size_t n) {
+void check_functor(const F& f, const ElementwiseReference& r, std::size_t n) {
     INFO(r.name, " n=", n, " T=", sizeof(T) == 4 ? "float" : "double");
     const auto x = inputs<T>(n, 100 + n);
     std::vector<T> dy(n), y(n + 1, T(-3)), dx(n + 1, T(-3));

@@ -40,7 +40,7 @@ struct GemmCase {
     std::size_t pad_a, pad_b, pad_c;  // extra row-stride elements beyond the packed stride
 };
 
-std::string describe(const GemmCase& c) {
+std::string describe_gemm(const GemmCase& c) {
     return std::string("ta=") + (c.ta == Trans::yes ? "T" : "N") + " tb=" + (c.tb == Trans::yes ? "T" : "N") +
            " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
            " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta) + " pads=" +
@@ -50,7 +50,7 @@ std::string describe(const GemmCase& c) {
 /// Runs one case through kernel<op::gemm, basic_cpu<T>> and returns the number of wrong entries
 /// of C (including padding columns that were written). `first` describes the first one.
 template <class T>
-std::size_t run_case(const GemmCase& c, std::uint64_t seed, std::string& first, bool nan_in_c = false) {
+std::size_t run_gemm_case(const GemmCase& c, std::uint64_t seed, std::string& first, bool nan_in_c = false) {
     // Stored shapes: A is (M,K) or, transposed, (K,M); B is (K,N) or (N,K); C is (M,N).
     const std::size_t a_rows = c.ta == Trans::no ? c.M : c.K, a_cols = c.ta == Trans::no ? c.K : c.M;
     const std::size_t b_rows = c.tb == Trans::no ? c.K : c.N, b_cols = c.tb == Trans::no ? c.N : c.K;
@@ -131,7 +131,7 @@ constexpr std::size_t Ns[] = {1, 5, 8, 15, 16, 17, 24, 31, 32, 33, 48, 50, 65};
 constexpr std::size_t Ks[] = {1, 2, 7, 16, 33};
 
 template <class T>
-void sweep(std::size_t pad) {
+void gemm_sweep(std::size_t pad) {
     constexpr double alphas[] = {1.0, -0.5, 2.0, 0.75};
     constexpr double betas[] = {0.0, 1.0, 0.75, -2.0};
     std::size_t n = 0, cases = 0;
@@ -143,8 +143,8 @@ void sweep(std::size_t pad) {
                         const GemmCase c{ta, tb, M, N, K, alphas[n % 4], betas[(n / 4) % 4], pad, 2 * pad, pad + 1};
                         ++n;
                         std::string first;
-                        const std::size_t bad = run_case<T>(c, 1000 + n, first);
-                        INFO(describe(c));
+                        const std::size_t bad = run_gemm_case<T>(c, 1000 + n, first);
+                        INFO(describe_gemm(c));
                         INFO(first);
                         CHECK(bad == 0);
                         ++cases;
@@ -155,11 +155,11 @@ void sweep(std::size_t pad) {
 }  // namespace
 
 TEST_CASE("float gemm matches a naive triple loop for every transpose combination and edge size on every ISA") {
-    for_each_isa([] { sweep<float>(0); });
+    for_each_isa([] { gemm_sweep<float>(0); });
 }
 
 TEST_CASE("double gemm matches a naive triple loop for every transpose combination and edge size on every ISA") {
-    for_each_isa([] { sweep<double>(0); });
+    for_each_isa([] { gemm_sweep<double>(0); });
 }
 
 TEST_CASE("gemm gives the same bits on avx2 and avx512 on the tiled paths, and sse2 stays within the bound") {
@@ -191,8 +191,8 @@ TEST_CASE("gemm gives the same bits on avx2 and avx512 on the tiled paths, and s
 }
 
 TEST_CASE("gemm honours row strides larger than the packed ones and leaves the padding alone") {
-    sweep<float>(3);
-    sweep<double>(5);
+    gemm_sweep<float>(3);
+    gemm_sweep<double>(5);
 }
 
 TEST_CASE("gemm with beta = 0 overwrites NaN in C instead of propagating it") {
@@ -202,10 +202,10 @@ TEST_CASE("gemm with beta = 0 overwrites NaN in C instead of propagating it") {
                 for (std::size_t N : {7u, 33u}) {
                     std::string first;
                     const GemmCase c{ta, tb, M, N, 9, 1.5, 0.0, 0, 0, 0};
-                    INFO(describe(c));
+                    INFO(describe_gemm(c));
                     INFO(first);
-                    CHECK(run_case<float>(c, 7, first, /*nan_in_c=*/true) == 0);
-                    CHECK(run_case<double>(c, 8, first, /*nan_in_c=*/true) == 0);
+                    CHECK(run_gemm_case<float>(c, 7, first, /*nan_in_c=*/true) == 0);
+                    CHECK(run_gemm_case<double>(c, 8, first, /*nan_in_c=*/true) == 0);
                 }
 }
 
@@ -215,8 +215,8 @@ TEST_CASE("gemm with alpha = 0 or K = 0 only scales C by beta") {
         const GemmCase zero_alpha{Trans::no, Trans::yes, 5, 17, 4, 0.0, beta, 1, 1, 1};
         const GemmCase zero_k{Trans::yes, Trans::no, 6, 19, 0, 2.0, beta, 0, 0, 2};
         INFO(first);
-        CHECK(run_case<float>(zero_alpha, 11, first) == 0);
-        CHECK(run_case<double>(zero_k, 12, first) == 0);
+        CHECK(run_gemm_case<float>(zero_alpha, 11, first) == 0);
+        CHECK(run_gemm_case<double>(zero_k, 12, first) == 0);
     }
 }
 
@@ -244,9 +244,9 @@ TEST_CASE("a large transposed-B gemm followed by a smaller one does not reuse st
     const GemmCase big{Trans::no, Trans::yes, 9, 70, 40, 1.0, 0.0, 0, 0, 0};
     const GemmCase small{Trans::yes, Trans::yes, 5, 18, 3, -1.0, 0.5, 2, 1, 0};
     INFO(first);
-    CHECK(run_case<float>(big, 21, first) == 0);
-    CHECK(run_case<float>(small, 22, first) == 0);
-    CHECK(run_case<float>(big, 23, first) == 0);
+    CHECK(run_gemm_case<float>(big, 21, first) == 0);
+    CHECK(run_gemm_case<float>(small, 22, first) == 0);
+    CHECK(run_gemm_case<float>(big, 23, first) == 0);
 }
 
 TEST_CASE("the packed gemm convenience wrapper uses the packed strides of each operand") {
@@ -285,8 +285,8 @@ TEST_CASE("gemm across the cache blocks: K past one K block, M past one row bloc
                 const GemmCase c{ta, tb, sh[0], sh[1], sh[2], n % 2 ? -0.5 : 1.0, n % 3 ? 1.0 : 0.0, 1, 2, 3};
                 ++n;
                 std::string first;
-                INFO(describe(c));
-                const std::size_t bad = run_case<float>(c, 500 + n, first);
+                INFO(describe_gemm(c));
+                const std::size_t bad = run_gemm_case<float>(c, 500 + n, first);
                 INFO(first);
                 CHECK(bad == 0);
             }
@@ -335,9 +335,9 @@ TEST_CASE("narrow gemm (N <= 10 columns) matches a naive triple loop on every pa
                         const GemmCase c{ta, tb, M, N, K, alphas[n % 4], betas[(n / 4) % 4], pad, 2 * pad, pad};
                         ++n;
                         std::string first_f, first_d;
-                        const std::size_t bad_f = run_case<float>(c, 3000 + n, first_f);
-                        const std::size_t bad_d = run_case<double>(c, 7000 + n, first_d);
-                        INFO(describe(c));
+                        const std::size_t bad_f = run_gemm_case<float>(c, 3000 + n, first_f);
+                        const std::size_t bad_d = run_gemm_case<double>(c, 7000 + n, first_d);
+                        INFO(describe_gemm(c));
                         INFO(first_f, " / ", first_d);
                         CHECK(bad_f == 0);
                         CHECK(bad_d == 0);
@@ -351,10 +351,10 @@ TEST_CASE("narrow gemm with beta = 0 overwrites NaN in C on both narrow paths") 
             for (std::size_t M : {5u, 40u}) {
                 std::string first;
                 const GemmCase c{ta, tb, M, 10, 64, -1.25, 0.0, 1, 0, 2};
-                INFO(describe(c));
+                INFO(describe_gemm(c));
                 INFO(first);
-                CHECK(run_case<float>(c, 31, first, /*nan_in_c=*/true) == 0);
-                CHECK(run_case<double>(c, 32, first, /*nan_in_c=*/true) == 0);
+                CHECK(run_gemm_case<float>(c, 31, first, /*nan_in_c=*/true) == 0);
+                CHECK(run_gemm_case<double>(c, 32, first, /*nan_in_c=*/true) == 0);
             }
 }
 
@@ -378,8 +378,8 @@ TEST_CASE("gemm matches a naive triple loop on every shape the course's models c
     for (const Shape& sh : shapes) {
         const GemmCase c{sh.ta, sh.tb, sh.M, sh.N, sh.K, 1.0, sh.beta, 0, 0, 0};
         std::string first;
-        INFO(describe(c));
-        const std::size_t bad = run_case<float>(c, 900 + n++, first);
+        INFO(describe_gemm(c));
+        const std::size_t bad = run_gemm_case<float>(c, 900 + n++, first);
         INFO(first);
         CHECK(bad == 0);
     }

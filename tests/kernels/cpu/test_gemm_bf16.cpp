@@ -58,14 +58,14 @@ struct Bf16Result {
     std::string first;
 };
 
-std::string describe(const Bf16Case& c) {
+std::string describe_bf16(const Bf16Case& c) {
     return std::string("ta=") + (c.ta == Trans::yes ? "T" : "N") + " tb=" + (c.tb == Trans::yes ? "T" : "N") +
            " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
            " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta) + " pad=" + std::to_string(c.pad);
 }
 
 /// Runs one case on the active ISA's path and checks it against both references.
-Bf16Result run_case(const Bf16Case& c, std::uint64_t seed) {
+Bf16Result run_bf16_case(const Bf16Case& c, std::uint64_t seed) {
     const std::size_t a_rows = c.ta == Trans::no ? c.M : c.K, a_cols = c.ta == Trans::no ? c.K : c.M;
     const std::size_t b_rows = c.tb == Trans::no ? c.K : c.N, b_cols = c.tb == Trans::no ? c.N : c.K;
     const std::size_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.N + c.pad;
@@ -125,7 +125,7 @@ Bf16Result run_case(const Bf16Case& c, std::uint64_t seed) {
 
 /// The sweep of one path (the active ISA): every transpose pair over the sizes around its tiles.
 /// Returns the results in order, for comparisons between paths.
-std::vector<Bf16Result> sweep(const char* path) {
+std::vector<Bf16Result> bf16_sweep(const char* path) {
     std::vector<Bf16Result> all;
     double worst_k_short = 0, worst_k_long = 0;  // K < 32, K >= 32
     std::uint64_t seed = 100;
@@ -136,8 +136,8 @@ std::vector<Bf16Result> sweep(const char* path) {
                     for (std::size_t K : {1u, 2u, 3u, 33u, 64u, 257u, 300u}) {
                         const bool plain = (M + N + K) % 3 != 0;  // a third of the cases scale and add to C
                         const Bf16Case c{ta, tb, M, N, K, plain ? 1.0f : -0.75f, plain ? 0.0f : 0.5f, (M + K) % 3};
-                        Bf16Result r = run_case(c, seed++);
-                        INFO(std::string(path), ": ", describe(c), ": ", r.first);
+                        Bf16Result r = run_bf16_case(c, seed++);
+                        INFO(std::string(path), ": ", describe_bf16(c), ": ", r.first);
                         CHECK(r.bad == 0);
                         double& worst = K < 32 ? worst_k_short : worst_k_long;
                         worst = std::max(worst, r.worst_k);
@@ -179,7 +179,7 @@ void check_thread_counts(const char* path) {
 std::vector<Bf16Result> test_path(oar::cpu_isa isa) {
     oar::set_cpu_isa(isa);
     const std::string name(oar::cpu_isa_name(isa));
-    auto results = sweep(name.c_str());
+    auto results = bf16_sweep(name.c_str());
     check_thread_counts(name.c_str());
     oar::set_cpu_isa(oar::default_cpu_isa());
     return results;
@@ -212,7 +212,7 @@ TEST_CASE("bf16 gemm on the AVX512-BF16 path (vdpbf16ps) matches both references
     }
     const auto fast = test_path(oar::cpu_isa::avx512_bf16);
     oar::set_cpu_isa(oar::cpu_isa::sse2);
-    const auto ref = sweep("sse2 (for comparison)");
+    const auto ref = bf16_sweep("sse2 (for comparison)");
     oar::set_cpu_isa(oar::default_cpu_isa());
     check_agree(fast, ref, "avx512bf16 vs the fp32 path");
 }
@@ -224,7 +224,7 @@ TEST_CASE("bf16 gemm on the AMX path (tdpbf16ps) matches both references and the
     }
     const auto fast = test_path(oar::cpu_isa::amx);
     oar::set_cpu_isa(oar::cpu_isa::sse2);
-    const auto ref = sweep("sse2 (for comparison)");
+    const auto ref = bf16_sweep("sse2 (for comparison)");
     oar::set_cpu_isa(oar::default_cpu_isa());
     check_agree(fast, ref, "amx vs the fp32 path");
 }
@@ -417,7 +417,7 @@ std::size_t sweep_emulated(block_fn block, const char* name) {
                             }
                         if (bad) {
                             ++bad_cases;
-                            INFO(name, ": ", describe({ta, tb, M, N, K, alpha, beta, pad}), ": ", bad, " wrong entries");
+                            INFO(name, ": ", describe_bf16({ta, tb, M, N, K, alpha, beta, pad}), ": ", bad, " wrong entries");
                             CHECK(bad == 0);
                         }
                     }

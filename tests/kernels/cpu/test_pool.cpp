@@ -18,13 +18,13 @@ namespace {
 using oar_test::random_vector;
 
 // Pooling windows (no padding): (channels, height, width, kernel, stride, 0)
-constexpr oar::ConvGeometry geometries[] = {
+constexpr oar::ConvGeometry pool_geometries[] = {
     {2, 6, 6, 2, 2, 0}, {1, 7, 7, 2, 2, 0}, {3, 7, 6, 3, 2, 0}, {1, 5, 8, 3, 1, 0},
     {2, 9, 9, 3, 3, 0}, {1, 4, 4, 4, 4, 0}, {2, 5, 5, 1, 1, 0}, {1, 8, 5, 2, 3, 0},
 };
 constexpr std::size_t batch = 2;
 
-std::string describe(const oar::ConvGeometry& g) {
+std::string describe_pool(const oar::ConvGeometry& g) {
     return "C=" + std::to_string(g.channels) + " H=" + std::to_string(g.height) + " W=" + std::to_string(g.width) +
            " K=" + std::to_string(g.kernel) + " S=" + std::to_string(g.stride);
 }
@@ -48,8 +48,8 @@ std::size_t naive_argmax(const oar::ConvGeometry& g, const T* plane, std::size_t
 }  // namespace
 
 TEST_CASE("max pooling forward and backward match naive loops") {
-    for (const auto& g : geometries) {
-        INFO(describe(g));
+    for (const auto& g : pool_geometries) {
+        INFO(describe_pool(g));
         const std::size_t hw = g.height * g.width, ohw = g.out_height() * g.out_width();
         const std::size_t planes = batch * g.channels;
         const auto x = random_vector<float>(planes * hw, 11);
@@ -76,8 +76,8 @@ TEST_CASE("max pooling forward and backward match naive loops") {
 }
 
 TEST_CASE("average pooling forward and backward match naive loops") {
-    for (const auto& g : geometries) {
-        INFO(describe(g));
+    for (const auto& g : pool_geometries) {
+        INFO(describe_pool(g));
         const std::size_t hw = g.height * g.width, ohw = g.out_height() * g.out_width();
         const std::size_t planes = batch * g.channels;
         const auto x = random_vector<double>(planes * hw, 21);
@@ -184,7 +184,7 @@ TEST_CASE("the SIMD 2x2 max pool matches the window rule on wide rows with NaNs,
                                       oar::ConvGeometry{5, 14, 14, 2, 2, 0}, oar::ConvGeometry{2, 9, 15, 2, 2, 0},
                                       oar::ConvGeometry{2, 6, 40, 2, 2, 0}, oar::ConvGeometry{3, 4, 64, 2, 2, 0},
                                       oar::ConvGeometry{2, 7, 30, 2, 2, 0}, oar::ConvGeometry{3, 5, 2, 2, 2, 0}}) {
-        INFO(describe(g));
+        INFO(describe_pool(g));
         const std::size_t hw = g.height * g.width, ohw = g.out_height() * g.out_width(), planes = 2 * g.channels;
         const auto r = random_vector<float>(planes * hw, 41);
         std::vector<float> x(r.size());

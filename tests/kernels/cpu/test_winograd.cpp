@@ -83,14 +83,14 @@ double input_at(const Case& k, const std::vector<float>& x, std::size_t s, std::
 }
 
 /// y_exact (double) and the bound's scale (|b| + sum_c ||w_oc||_1 * max |x_c| over the tile).
-struct Reference {
+struct WinogradReference {
     std::vector<double> y, scale;
 };
 
-Reference reference(const Case& k, const std::vector<float>& x, const std::vector<float>& w,
+WinogradReference reference(const Case& k, const std::vector<float>& x, const std::vector<float>& w,
                     const std::vector<float>& b) {
     const std::size_t OH = k.OH(), OW = k.OW(), K = k.K, m = k.tile();
-    Reference r{std::vector<double>(k.n * k.M * OH * OW), std::vector<double>(k.n * k.M * OH * OW)};
+    WinogradReference r{std::vector<double>(k.n * k.M * OH * OW), std::vector<double>(k.n * k.M * OH * OW)};
     auto at = [&](std::size_t s, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) {
         return input_at(k, x, s, c, iy, ix);
     };
@@ -125,7 +125,7 @@ Reference reference(const Case& k, const std::vector<float>& x, const std::vecto
 constexpr double kappa = 64.0, kappa3 = 160.0, unit_roundoff = 1.0 / 16777216.0;
 
 /// The worst |y - exact| / (u * scale), and how many outputs exceed kappa (kappa3 for 3x3).
-std::pair<double, std::size_t> error_ratio(const std::vector<float>& y, const Reference& r, std::size_t K = 5) {
+std::pair<double, std::size_t> error_ratio(const std::vector<float>& y, const WinogradReference& r, std::size_t K = 5) {
     const double bound = K == 3 ? kappa3 : kappa;
     double worst = 0.0;
     std::size_t bad = 0;
