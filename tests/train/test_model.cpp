@@ -483,3 +483,46 @@ TEST_CASE("predict(images) gives each sample's class and the softmax of its outp
     oar::Tensor wrong(2, oar::make_dims(36));
     CHECK(contains(oar_test::message_of<oar::shape_error>([&] { (void)model.predict(wrong); }), "the network takes"));
 }
+
+TEST_CASE("Model's checkpoints go through the prepared optimizer: Adam's step count is saved and restored, SGD's has none") {
+    const auto train = toy(40);
+    oar_test::TempDir tmp;
+    const std::string dir = tmp.path.string();
+    {
+        Net net(4);
+        oar::Adam opt(net.parameters(), {.learning_rate = 0.01f});
+        oar::Model model(net);
+        model.prepare(opt);
+        model.fit(train, {.epochs = 1, .batch_size = 10, .verbose = 0});
+        REQUIRE(opt.step_count() == 4);
+        model.save_checkpoint(dir, "adam");
+        const auto meta = oar::io::read_safetensors(oar::checkpoint_state_path(dir, "adam")).metadata();
+        CHECK(meta.at("optimizer.step_count") == "4");
+        CHECK(meta.at("optimizer.state") == "moment1,moment2");
+        Net other(5);
+        oar::Adam opt2(other.parameters());
+        oar::Model reloaded(other);
+        reloaded.prepare(opt2);
+        reloaded.load_checkpoint(dir, "adam");
+        CHECK(opt2.step_count() == 4);
+        CHECK(opt2.learning_rate() == 0.01f);
+        CHECK(bitwise_equal(weights(other), weights(net)));
+        for (std::size_t b = 0; b < 2; ++b)  // the moments came back too
+            CHECK(bitwise_equal(std::vector<float>(opt2.state()[b].second.begin(), opt2.state()[b].second.end()),
+                                std::vector<float>(opt.state()[b].second.begin(), opt.state()[b].second.end())));
+    }
+    Net net(6);
+    oar::SGD opt(net.parameters(), {.learning_rate = 0.1f});
+    oar::Model model(net);
+    model.prepare(opt);
+    model.fit(train, {.epochs = 1, .batch_size = 10, .verbose = 0});
+    model.save_checkpoint(dir, "sgd");
+    const auto meta = oar::io::read_safetensors(oar::checkpoint_state_path(dir, "sgd")).metadata();
+    CHECK(meta.count("optimizer.step_count") == 0);
+    CHECK(meta.at("optimizer.state").empty());
+    oar::SGD opt2(net.parameters(), {.learning_rate = 0.5f});
+    oar::Model reloaded(net);
+    reloaded.prepare(opt2);
+    reloaded.load_checkpoint(dir, "sgd");
+    CHECK(opt2.learning_rate() == 0.1f);
+}

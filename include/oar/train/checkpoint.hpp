@@ -98,6 +98,14 @@ inline bool checkpoint_exists(const std::string& dir, const std::string& stem) {
 
 namespace detail {
 
+/// Whether an optimizer with step_count() counts steps: always, unless it says otherwise through
+/// counts_steps() (Model's type-erased view of the prepared optimizer does).
+template <class Opt>
+bool counts_steps(const Opt& opt) {
+    if constexpr (requires { opt.counts_steps(); }) return opt.counts_steps();
+    else return true;
+}
+
 template <class Seq>
 struct sequential_layers;
 template <class... Ls>
@@ -436,7 +444,8 @@ void save_checkpoint(const std::string& dir, const std::string& stem, const Net&
         {"train.rng_seed", std::to_string(state.rng_seed)},
         {"train.sampler_epoch", std::to_string(state.sampler_epoch)},
     };
-    if constexpr (requires { opt.step_count(); }) meta["optimizer.step_count"] = std::to_string(opt.step_count());
+    if constexpr (requires { opt.step_count(); })
+        if (detail::counts_steps(opt)) meta["optimizer.step_count"] = std::to_string(opt.step_count());
     for (const auto& [k, v] : state.extra) meta["extra." + k] = v;
     const std::string header = io::safetensors_header(refs, meta);
 
@@ -526,7 +535,8 @@ TrainingState load_checkpoint(const std::string& dir, const std::string& stem, N
     if (!(lr >= 0.0f) || !std::isfinite(lr))
         throw format_error(concat(spath, ": metadata 'optimizer.learning_rate' = ", lr, " is not a finite rate >= 0"));
     std::uint64_t step_count = 0;
-    if constexpr (requires { opt.step_count(); }) step_count = detail::meta_u64(state, "optimizer.step_count");
+    if constexpr (requires { opt.step_count(); })
+        if (detail::counts_steps(opt)) step_count = detail::meta_u64(state, "optimizer.step_count");
 
     // Everything checked: apply.
     detail::apply_weights(weights, net, layout);
@@ -543,7 +553,8 @@ TrainingState load_checkpoint(const std::string& dir, const std::string& stem, N
             }
         }
     opt.set_learning_rate(lr);
-    if constexpr (requires { opt.set_step_count(step_count); }) opt.set_step_count(step_count);
+    if constexpr (requires { opt.set_step_count(step_count); })
+        if (detail::counts_steps(opt)) opt.set_step_count(step_count);
     net.set_step(ts.network_step);
     return ts;
 }

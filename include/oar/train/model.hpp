@@ -153,6 +153,8 @@ class Model {
 public:
     using network_type = Net;
     using loss_type = Loss;
+    /// A named optimizer state buffer (in the network's backend's memory), as checkpoints save it.
+    using state_view = std::pair<std::string, std::span<typename Net::value_type>>;
 
     static_assert(detail::device_network<Net> == detail::device_loss<Loss>,
                   "oar: Model's network and loss must work on the same side: a GPU network "
@@ -170,13 +172,21 @@ public:
         opt_lr_ = [&optimizer] { return optimizer.learning_rate(); };
         opt_set_lr_ = [&optimizer](float lr) { optimizer.set_learning_rate(lr); };
         optimizer_ = &optimizer;
-        // One checkpoint code for every backend: it copies a device network's buffers to the host.
-        save_ = [this, &optimizer](const std::string& dir, const std::string& stem, const TrainingState& st) {
-            oar::save_checkpoint(dir, stem, *net_, optimizer, st);
+        // What the checkpoint code needs of the optimizer, type-erased: save_checkpoint and
+        // load_checkpoint are then compiled only in a program that saves or loads one.
+        opt_state_ = [&optimizer] {
+            std::vector<state_view> views;
+            for (auto&& [name, buf] : optimizer.state())
+                views.emplace_back(std::string(name), std::span<typename Net::value_type>(buf.data(), buf.size()));
+            return views;
         };
-        load_ = [this, &optimizer](const std::string& dir, const std::string& stem) {
-            return oar::load_checkpoint(dir, stem, *net_, optimizer);
-        };
+        if constexpr (requires { optimizer.step_count(); }) {
+            opt_steps_ = [&optimizer] { return static_cast<std::uint64_t>(optimizer.step_count()); };
+            opt_set_steps_ = [&optimizer](std::uint64_t t) { optimizer.set_step_count(t); };
+        } else {
+            opt_steps_ = nullptr;
+            opt_set_steps_ = nullptr;
+        }
         optimizer_type_ = &typeid(O);
         loss_ = std::move(loss.value);
         metrics_ = std::move(metrics);
@@ -253,13 +263,15 @@ public:
         st.sampler_epoch = progress_.epoch;
         st.extra = extra_;
         st.extra["train.step_in_epoch"] = std::to_string(progress_.step_in_epoch);
-        save_(dir, stem, st);
+        checkpoint_optimizer opt{this};
+        oar::save_checkpoint(dir, stem, *net_, opt, st);
     }
     /// Loads what save_checkpoint wrote (all or nothing) into the network and the optimizer, sets
     /// progress() and checkpoint_extra(), and returns the state (the caller checks the seeds).
     TrainingState load_checkpoint(const std::string& dir, const std::string& stem) {
         check_prepared("load_checkpoint");
-        TrainingState st = load_(dir, stem);
+        checkpoint_optimizer opt{this};
+        TrainingState st = oar::load_checkpoint(dir, stem, *net_, opt);
         Progress p{st.epoch, 0, st.global_step};
         if (auto it = st.extra.find("train.step_in_epoch"); it != st.extra.end()) {
             std::size_t pos = 0;
@@ -627,6 +639,22 @@ private:
         return r;
     }
 
+    /// The prepared optimizer as save_checkpoint / load_checkpoint see it (through the functions
+    /// prepare stored): its state buffers, rate and, when it counts them, steps.
+    struct checkpoint_optimizer {
+        using backend = typename backend_of<Net>::type;
+        using value_type = typename Net::value_type;
+        const Model* m;  // (its std::function members are callable through a const model)
+        void step() { m->opt_step_(); }
+        void clear_grad() { m->opt_clear_(); }
+        float learning_rate() const { return m->opt_lr_(); }
+        void set_learning_rate(float lr) { m->opt_set_lr_(lr); }
+        std::vector<state_view> state() { return m->opt_state_(); }
+        bool counts_steps() const { return static_cast<bool>(m->opt_steps_); }
+        std::uint64_t step_count() const { return m->opt_steps_(); }
+        void set_step_count(std::uint64_t t) { m->opt_set_steps_(t); }
+    };
+
     Net* net_;
     Loss loss_{};
     std::vector<Metric> metrics_;
@@ -638,8 +666,9 @@ private:
     std::function<void()> sync_;
     std::function<void(typename Net::view_type)> backward_;
     std::vector<Hook> hooks_;
-    std::function<void(const std::string&, const std::string&, const TrainingState&)> save_;
-    std::function<TrainingState(const std::string&, const std::string&)> load_;
+    std::function<std::vector<state_view>()> opt_state_;
+    std::function<std::uint64_t()> opt_steps_;           // empty: the optimizer counts no steps
+    std::function<void(std::uint64_t)> opt_set_steps_;
     std::map<std::string, std::string> extra_;
     std::uint64_t seed_ = 0;
     Progress progress_{};
