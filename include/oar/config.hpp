@@ -55,6 +55,19 @@
 // best compiled level this CPU runs is), so a smaller mask only trades speed on some CPUs for
 // compile time, e.g. -DOAR_ISA_LEVELS=5 (avx512 and the baseline) or 1 (the baseline alone).
 // 0 means the level the translation unit's own -march reaches, and the baseline.
+// OAR_EXTERN_KERNELS=1: the compiled-kernels mode. The dispatched GEMM, convolution and Winograd
+// kernels (every ISA's copy) are only declared in the headers and linked from the oar::kernels
+// library (one translation unit defining OAR_KERNELS_IMPLEMENTATION and including
+// oar/kernels/cpu/compiled.hpp), so a program's own files do not compile them. Default 0: the
+// headers define everything (header-only). The library and the program must agree on
+// OAR_ISA_LEVELS. The implementation file itself always sees the definitions.
+#if defined(OAR_KERNELS_IMPLEMENTATION)
+#undef OAR_EXTERN_KERNELS
+#define OAR_EXTERN_KERNELS 0
+#elif !defined(OAR_EXTERN_KERNELS)
+#define OAR_EXTERN_KERNELS 0
+#endif
+
 #ifndef OAR_ISA_LEVELS
 #define OAR_ISA_LEVELS 7
 #endif

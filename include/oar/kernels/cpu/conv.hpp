@@ -151,13 +151,25 @@ struct kernel<op::im2row, basic_cpu<T>> {
 };
 
 // The batch kernels, once per ISA (isa/region.inc): isa_<name>::conv2d_forward_batch and
-// conv2d_backward_batch, dispatched by the kernel<op::conv2d_*> below.
+// conv2d_backward_batch, dispatched by the kernel<op::conv2d_*> below; with OAR_EXTERN_KERNELS
+// (config.hpp) the dispatchers are only declared here and the oar::kernels library holds them
+// (kernels/cpu/compiled.hpp).
 }  // namespace oar
+#if !OAR_EXTERN_KERNELS
 #define OAR_ISA_BODY "conv_body.inc"
 #include "isa/every_isa.inc"
+#endif
 namespace oar {
 
 namespace cpu_detail {
+#if OAR_EXTERN_KERNELS
+template <bool Relu, class T>
+void conv2d_forward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
+                          T* y);
+template <bool Relu, class T>
+void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w,
+                           const T* ry, T* dy_mut, const T* dy, T* dw, T* db, T* dx);
+#else
 /// Calls isa_<active ISA>::conv2d_forward_batch / conv2d_backward_batch.
 #if OAR_ISA_X86
 #define OAR_CONV_DISPATCH(name, ...)                                \
@@ -180,6 +192,7 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
     OAR_CONV_DISPATCH(conv2d_backward_batch<Relu>, g, out_c, n, x, w, ry, dy_mut, dy, dw, db, dx)
 }
 #undef OAR_CONV_DISPATCH
+#endif  // OAR_EXTERN_KERNELS
 }  // namespace cpu_detail
 
 /// kernel<op::conv2d_forward, cpu>::run(g, out_c, n, x, w, b, y):

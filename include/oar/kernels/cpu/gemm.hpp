@@ -26,11 +26,35 @@
 #include "scratch.hpp"                  // scratch, scratch_slot: the pack buffers
 #include "isa/dispatch.hpp"             // OAR_ISA_X86, active_cpu_isa: the ISA a call runs
 
-// The kernels themselves, once per ISA (isa/region.inc): oar::cpu_detail::isa_<name>::gemm_run.
+// The kernels themselves, once per ISA (isa/region.inc): oar::cpu_detail::isa_<name>::gemm_run;
+// with OAR_EXTERN_KERNELS (config.hpp) they live in the oar::kernels library instead.
+#if !OAR_EXTERN_KERNELS
 #define OAR_ISA_BODY "gemm_body.inc"
 #include "isa/every_isa.inc"
+#endif
 
 namespace oar {
+
+namespace cpu_detail {
+/// isa_<active ISA>::gemm_run (float and double): defined here, or only declared with
+/// OAR_EXTERN_KERNELS (kernels/cpu/compiled.hpp instantiates it in the oar::kernels library).
+template <class T>
+void gemm_at_active_isa(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
+                        std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc);
+#if !OAR_EXTERN_KERNELS
+template <class T>
+void gemm_at_active_isa(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
+                        std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
+    switch (active_vector_isa()) {
+#if OAR_ISA_X86
+        case cpu_isa::avx512: return isa_avx512::gemm_run<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        case cpu_isa::avx2: return isa_avx2::gemm_run<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+        default: return isa_sse2::gemm_run<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+}
+#endif
+}  // namespace cpu_detail
 
 
 /// kernel<op::gemm, cpu>::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
@@ -40,15 +64,7 @@ template <class T>
 struct kernel<op::gemm, basic_cpu<T>> {
     static void run(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
                     std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
-        switch (active_vector_isa()) {
-#if OAR_ISA_X86
-            case cpu_isa::avx512:
-                return cpu_detail::isa_avx512::gemm_run<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-            case cpu_isa::avx2:
-                return cpu_detail::isa_avx2::gemm_run<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-#endif
-            default: return cpu_detail::isa_sse2::gemm_run<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        }
+        cpu_detail::gemm_at_active_isa<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     }
 };
 

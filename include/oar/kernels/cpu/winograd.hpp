@@ -95,15 +95,31 @@ bool winograd_dw_applies(std::size_t C, std::size_t M, std::size_t kernel, std::
     return kernel == 5 && winograd_applies<T>(C, M, kernel, stride);
 }
 
-/// The per-ISA kernels (isa/winograd_body.inc), called through the dispatchers below.
+/// The per-ISA kernels (isa/winograd_body.inc), called through the dispatchers below; with
+/// OAR_EXTERN_KERNELS (config.hpp) the dispatchers are only declared here and the oar::kernels
+/// library holds them (kernels/cpu/compiled.hpp).
 }  // namespace cpu_detail
 }  // namespace oar
 
+#if !OAR_EXTERN_KERNELS
 #define OAR_ISA_BODY "winograd_body.inc"
 #include "isa/every_isa.inc"
+#endif
 
 namespace oar {
 namespace cpu_detail {
+#if OAR_EXTERN_KERNELS
+template <class T>
+std::size_t winograd_lanes();
+template <class T>
+std::size_t winograd_images(std::size_t n);
+template <bool Relu, class T>
+void winograd_conv_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
+                         std::size_t n, const T* x, const T* w, const T* bias, T* y);
+template <class T>
+void winograd_dw_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
+                       std::size_t n, const T* x, const T* dy, T* dw);
+#else
 
 /// Calls isa_<active ISA>::name<targs>(args...): the Winograd kernels run on the ISA of the call.
 #if OAR_ISA_X86
@@ -151,6 +167,7 @@ void winograd_dw_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t 
     OAR_WINO_DISPATCH(winograd_dw_batch, K, C, H, W, pad, M, n, x, dy, dw)
 }
 #undef OAR_WINO_DISPATCH
+#endif  // OAR_EXTERN_KERNELS
 
 }  // namespace cpu_detail
 }  // namespace oar
