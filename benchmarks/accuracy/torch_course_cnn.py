@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference run of PaddlePaddle's MNIST course CNN in PyTorch, for comparison with oar.
 
-The same job as scripts/paddle_course_cnn.py and `train_mnist` (the course's CNN, Adam 1e-3 with
+The same job as benchmarks/accuracy/paddle_course_cnn.py and `train_mnist` (the course's CNN, Adam 1e-3 with
 L2 weight decay 1e-5, batch 100, the first 50,000 training images, tested on the 10,000 t10k
 images), written with PyTorch's own defaults: nn.Conv2d / nn.Linear initialise weights and biases
 U(-1/sqrt(fan_in), 1/sqrt(fan_in)); torch.optim.Adam's weight_decay adds coeff * p to the gradient,
@@ -14,7 +14,7 @@ downloaded.
   seed   torch.manual_seed(seed) (initialisation) and the numpy seed (shuffling)
 
 Usage:
-  .venv/bin/python scripts/torch_course_cnn.py --data ../shared/data/mnist --seed 0 --epochs 5 [--milestones 4]
+  .venv/bin/python benchmarks/accuracy/torch_course_cnn.py --data ../shared/data/mnist --seed 0 --epochs 5 [--milestones 4]
   (--milestones 4: train_mnist's default schedule, the last of 5 epochs at a tenth of the rate)
 The last line printed is
   torch: data=... norm=... seed=... epochs=... test_accuracy=... seconds=...
@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from course_mnist import load_split  # scripts/course_mnist.py
+from course_mnist import load_split  # benchmarks/accuracy/course_mnist.py
 
 
 def main():

@@ -23,7 +23,7 @@ Setup (mirrors oar's course example):
   seed   paddle.seed(seed) (initialisation) and numpy seed (shuffling)
 
 Usage:
-  python3 scripts/paddle_course_cnn.py --data ../shared/data/mnist \
+  python3 benchmarks/accuracy/paddle_course_cnn.py --data ../shared/data/mnist \
       --seed 0 --norm course --init paddle --epochs 1
 The last line printed is
   paddle: norm=... init=... seed=... epochs=... test_accuracy=... seconds=...
@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from course_mnist import load_split  # scripts/course_mnist.py
+from course_mnist import load_split  # benchmarks/accuracy/course_mnist.py
 
 
 def build_model(paddle, init):

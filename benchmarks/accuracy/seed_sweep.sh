@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Runs train_mnist once per seed with the same flags and prints each seed's test accuracy, then the
 # mean, min and max: how a recipe does across seeds, not on one lucky or unlucky draw.
-#   scripts/seed_sweep.sh [--seeds "0 1 2 ..."] [--jobs N] [--bin PATH] [--logs DIR] [--no-run] -- TRAIN_MNIST_FLAGS...
+#   benchmarks/accuracy/seed_sweep.sh [--seeds "0 1 2 ..."] [--jobs N] [--bin PATH] [--logs DIR] [--no-run] -- TRAIN_MNIST_FLAGS...
 # Per seed it prints the last epoch's validation accuracy and the test accuracy; then, for each, the
 # mean with its standard error (std / sqrt(runs)), the std, min and max. --no-run only reads the
 # logs already in --logs DIR (a sweep run before) and prints the same.
 # Each run uses one thread (OAR_NUM_THREADS=1), pinned to its own core when --jobs > 1 (taskset),
 # so N runs go side by side on N cores. Logs: DIR/seed<S>.log (default: a temporary folder).
 # Example (docs/RESULTS.md):
-#   scripts/seed_sweep.sh --seeds "0 1 2 3 4 5 6 7 8 9" --jobs 2 -- --data ../shared/data/mnist
+#   benchmarks/accuracy/seed_sweep.sh --seeds "0 1 2 3 4 5 6 7 8 9" --jobs 2 -- --data ../shared/data/mnist
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 seeds="0 1 2 3 4"
 jobs=1
 bin="$root/build/release/examples/train_mnist"
