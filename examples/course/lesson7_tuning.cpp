@@ -6,8 +6,10 @@
 //   2. L2Decay on every parameter (`Adam(..., weight_decay=L2Decay(coeff))`);
 //   3. L2Decay on the last Linear layer's weight only (Paddle's `ParamAttr(regularizer=L2Decay(coeff))`
 //      on that layer, oar's `opt.set_regularizer("7.weight", L2Decay(coeff))`).
-// At the end, each layer's weight norm: the regularised weights are the smaller ones.
-// Usage: course_lesson7_tuning [DIR]   (DIR: where the logs go, default lesson7)
+// At the end, each layer's weight norm: the regularised weights are the smaller ones. Data: 600
+// generated digits and 200 for validation, or with `--data MNIST_DIR` the first 2,000 training and
+// 200 validation images of the real MNIST in that IDX folder.
+// Usage: course_lesson7_tuning [DIR] [--data MNIST_DIR]   (DIR: where the logs go, default lesson7)
 #include <algorithm>   // std::min
 #include <cmath>       // std::sqrt
 #include <initializer_list>  // the keys of norm_of
@@ -22,7 +24,7 @@
 #include <oar/io/visualdl.hpp>  // VisualDLWriter: VisualDL's LogWriter
 #include <oar/oar.hpp>          // the CPU API
 
-#include "digits.hpp"  // course::CNN, generate, shuffled, gather, evaluate
+#include "digits.hpp"  // course::CNN, load_sets, shuffled, gather, evaluate, parse_args
 
 namespace {
 
@@ -93,8 +95,12 @@ History train(const std::string& name, const std::string& tag, oar::AdamOptions 
 }  // namespace
 
 int main(int argc, char** argv) try {
-    const std::filesystem::path dir = argc > 1 ? argv[1] : "lesson7";
-    const course::Digits train_set = course::generate(600, 21), valid_set = course::generate(200, 22);
+    const course::Args args = course::parse_args(argc, argv, {"--data"}, 1);
+    const std::filesystem::path dir = args.at(0, "lesson7");
+    const std::size_t n_train = args.flag("--data").empty() ? 600 : 2000;  // real digits take more steps
+    const course::Sets sets = course::load_sets(args.flag("--data"), n_train, 200, 0, {21, 22, 23});
+    const course::Digits &train_set = sets.train, &valid_set = sets.valid;
+    std::printf("data: %zu %s training images, %zu for validation\n", train_set.size(), sets.name, valid_set.size());
     const oar::AdamOptions adam{.learning_rate = 1e-3f};
     oar::AdamOptions decayed = adam;
     decayed.weight_decay = oar::L2Decay(kCoeff);

@@ -7,7 +7,9 @@
 //   3. a checkpoint (weights, Adam's moments, the step and epoch) saved after every epoch, and a
 //      second run resumed from the one after epoch 2: it ends on the same bytes as the
 //      uninterrupted run.
-// Usage: course_lesson8_save_load [DIR]   (DIR: where the files go, default lesson8)
+// Data: 600 generated digits and 200 test digits, or with `--data MNIST_DIR` the first 2,000
+// training and 200 test images of the real MNIST in that IDX folder.
+// Usage: course_lesson8_save_load [DIR] [--data MNIST_DIR]   (DIR: where the files go, default lesson8)
 #include <algorithm>   // std::min
 #include <cstdint>     // std::int64_t
 #include <cstdio>      // std::printf
@@ -21,7 +23,7 @@
 #include <oar/oar.hpp>               // the CPU API
 #include <oar/train/checkpoint.hpp>  // save_weights, load_weights, save_checkpoint, load_checkpoint
 
-#include "digits.hpp"  // course::CNN, generate, shuffled, gather, evaluate
+#include "digits.hpp"  // course::CNN, load_sets, shuffled, gather, evaluate, parse_args
 
 namespace {
 
@@ -69,11 +71,15 @@ oar::AdamOptions course_adam() { return {.learning_rate = 1e-3f, .weight_decay =
 }  // namespace
 
 int main(int argc, char** argv) try {
-    const std::string dir = argc > 1 ? argv[1] : "lesson8";
-    const course::Digits train_set = course::generate(600, 11), test_set = course::generate(200, 12);
+    const course::Args args = course::parse_args(argc, argv, {"--data"}, 1);
+    const std::string dir = args.at(0, "lesson8");
+    const std::size_t n_train = args.flag("--data").empty() ? 600 : 2000;  // real digits take more steps
+    const course::Sets sets = course::load_sets(args.flag("--data"), n_train, 0, 200, {11, 13, 12});
+    const course::Digits &train_set = sets.train, &test_set = sets.test;
     const std::string weights = dir + "/mnist.safetensors";
 
-    std::printf("== training %zu epochs, a checkpoint after each\n", kEpochs);
+    std::printf("== training %zu epochs on %zu %s images, a checkpoint after each\n", kEpochs, train_set.size(),
+                sets.name);
     course::CNN net(kSeed);
     oar::Adam<> opt(net.parameters(), course_adam());
     train(net, opt, train_set, 0, dir + "/run");

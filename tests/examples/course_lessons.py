@@ -1,13 +1,18 @@
-"""The course's lesson programs 1, 2 and 4 (examples/course/) run for real and their output checked.
+"""The course's lesson programs (examples/course/) run for real and their output checked.
 
-    course_lessons.py lesson1|lesson1_mnist|lesson2|lesson2_mnist|lesson4 PROGRAM [SOURCE_DIR]
+    course_lessons.py lesson1|lesson2|lesson4|lesson7 PROGRAM
+    course_lessons.py lesson5_gpu PROGRAM BUILT_WITH_CUDA(0|1)
+    course_lessons.py lesson1_mnist|...|lesson8_mnist PROGRAM SOURCE_DIR [MPIEXEC]
 
 Each check writes a small generated mnist.json.gz in the course's layout (digit d a bright bar at
 columns 2 + 2d and 3 + 2d over a faint pattern, values x / 127.5 - 1 as the course's file has
 them), runs the program on it, and checks the lines the lesson prints: counts, shapes, that the
 generator's epoch saw every sample, that losses fall, the SVG plots. lesson1_mnist and
 lesson2_mnist run lessons 1 and 2 (its two small models) on the real MNIST in SOURCE_DIR/data/mnist
-(exit 77, a skip, when it is not there).
+(exit 77, a skip, when it is not there), lesson3_mnist to lesson8_mnist lessons 3 to 8 on its first
+images (lesson 6 under MPIEXEC -np 2): what each prints, and that it learns real digits (losses
+fall, accuracy well above the 0.1 of chance). lesson7 runs lesson 7 on its generated digits, its
+logs in a temporary folder. lesson5_gpu asks lesson 5 for gpu:0, gpu and gpu:4096.
 Standard library only.
 """
 import gzip
@@ -215,6 +220,172 @@ def lesson4(program, tmp):
     need(r"^loss curves of the four optimizers \(12 batches each\): %s$" % re.escape(plot), out, "the plot line")
 
 
+def mnist_folder(source_dir):
+    folder = os.path.join(source_dir, "data", "mnist")
+    if not os.path.isfile(os.path.join(folder, "train-images-idx3-ubyte.gz")):
+        print("skip: no MNIST in " + folder)
+        sys.exit(SKIP)
+    return folder
+
+
+def course_losses(out, section):
+    """The losses of the course's lines (`epoch: E, batch: B, loss is: L...`) under `== section`, by epoch."""
+    m = need(r"^== %s\n((?:epoch: .*\n?)+)" % re.escape(section), out, "the lines of " + section)
+    by_epoch = {}
+    for e, loss in re.findall(r"^epoch: (\d+), batch(?:_id)?: \d+, loss is: ([\d.]+)", m.group(1), re.M):
+        by_epoch.setdefault(int(e), []).append(float(loss))
+    return [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def mean(v):
+    return sum(v) / len(v)
+
+
+def lesson3_mnist(program, source_dir):
+    # The first 1,000 real training images, 2 epochs of 10 batches: the fluid form follows the fused
+    # loss, every model learns.
+    out = run([program, "--data", mnist_folder(source_dir)])
+    need(r"^data: 1000 real MNIST training images, batches of 100, 2 epochs$", out, "the data line")
+    for section, fall in (("MSE on the digit as a number (one output)", 0.6),
+                          ("softmax + cross-entropy (ten logits)", 0.7),
+                          ("Softmax layer, then cross-entropy on probabilities (fluid form)", 0.7)):
+        first, last = course_losses(out, section)[0], course_losses(out, section)[-1]
+        if not mean(last) < fall * mean(first):
+            fail("%s: the mean loss of the printed lines did not fall below %g of epoch 0's (%g then %g)"
+                 % (section, fall, mean(first), mean(last)), out)
+    m = need(r"^fused and fluid forms over 20 steps: largest relative loss difference ([\d.e+-]+); last batch "
+             r"accuracy ([\d.]+)$", out, "the comparison line")
+    # On real digits the two forms' float roundings part over 20 steps by ~1e-4 of the loss; the
+    # forms themselves differ by the whole loss.
+    if not float(m.group(1)) < 1e-3:
+        fail("the fused and fluid forms differ by %s of the loss" % m.group(1), out)
+    if not float(m.group(2)) >= 0.4:
+        fail("last batch accuracy %s after 20 SGD steps on real digits (chance is 0.1)" % m.group(2), out)
+
+
+def lesson4_mnist(program, source_dir, tmp):
+    # The first 3,000 real training images, 2 epochs (60 steps) each; validation on MNIST's 10,000.
+    plot = os.path.join(tmp, "optimizers.svg")
+    out = run([program, "--data", mnist_folder(source_dir), "--train-size", "3000", "--log-every", "10",
+               "--plot", plot])
+    need(r"^training on 3000 images, 2 epochs, batches of 100, learning rate 0\.01", out, "the settings line")
+    for name in ["SGD", "Momentum", "Adagrad", "Adam"]:
+        m = need(r"^%s: mean loss epoch 0 ([\d.]+), epoch 1 ([\d.]+); valid accuracy ([\d.]+)$" % name, out,
+                 name + "'s result")
+        first, last, acc = (float(g) for g in m.groups())
+        if not last < 0.7 * first:
+            fail("%s: the loss did not fall (%g then %g)" % (name, first, last), out)
+        if not acc > 0.7:
+            fail("%s: validation accuracy %g on real digits (chance is 0.1)" % (name, acc), out)
+    texts, lines = svg_curves(plot)
+    if len(lines) < 4:
+        fail("optimizers.svg lacks the four curves", out)
+
+
+def lesson5_mnist(program, source_dir):
+    # The course's recipe on the CPU, 2,000 real training images, 4 epochs; the test on 200 test images.
+    out = run([program, "cpu", "4", "--data", mnist_folder(source_dir)])
+    need(r"^device: cpu$", out, "the device line")
+    m = need(r"^result: dataset=mnist model=cnn epochs=4 test_accuracy=([\d.]+) ", out, "the result line")
+    if not float(m.group(1)) >= 0.8:
+        fail("test accuracy %s on real digits" % m.group(1), out)
+    losses = [float(v) for v in re.findall(r"^epoch: \d+, batch: \d+, loss is: ([\d.]+)", out, re.M)]
+    if len(losses) < 4 or not mean(losses[-3:]) < 0.5 * mean(losses[:3]):
+        fail("the loss did not fall: %s" % losses, out)
+
+
+def lesson5_gpu(program, built_with_cuda):
+    """set_device("gpu:N"): in a CUDA build the nvcc-compiled run trains on a GPU that is there and
+    refuses one that is not, naming the reason, before reading data; without CUDA every GPU is refused."""
+    for device in ("gpu:0", "gpu", "gpu:4096"):
+        p = subprocess.run([program, device, "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=600)
+        out = p.stdout
+        sys.stdout.write("$ %s %s 2\n%s" % (os.path.basename(program), device, out))
+        if built_with_cuda and p.returncode == 0 and device != "gpu:4096":  # a machine with a GPU
+            need(r"^device: gpu:0 \(.+\)$", out, "the device line")
+            m = need(r"^result: dataset=generated model=cnn epochs=2 test_accuracy=([\d.]+) ", out, "the result line")
+            if not float(m.group(1)) >= 0.9:
+                fail("test accuracy %s on the GPU" % m.group(1), out)
+            continue
+        if p.returncode != 2:
+            fail("%s: exit status %d, expected 2 (a refusal)" % (device, p.returncode), out)
+        if built_with_cuda:
+            index = "4096" if device == "gpu:4096" else "0"
+            need(r"^course_lesson5_device: oar: no CUDA device(: cudaGetDeviceCount| gpu:%s \(this machine has)" % index,
+                 out, "the refusal")
+        else:
+            need(r"^course_lesson5_device: oar: device '%s': this program was built without CUDA \(no nvcc, or "
+                 r"OAR_BUILD_CUDA=OFF\); use cpu$" % re.escape(device), out, "the refusal")
+        for line in ("device:", "epoch:", "result:"):
+            if re.search("^" + line, out, re.M):
+                fail("%s was refused, yet the program printed a '%s' line" % (device, line), out)
+
+
+def lesson6_mnist(program, source_dir, mpiexec):
+    # Two processes under mpirun on the first 4,096 real training images (2 epochs of 64 steps);
+    # validation on 256.
+    out = run([mpiexec, "--allow-run-as-root", "--oversubscribe", "-np", "2", program, "--data",
+               mnist_folder(source_dir)])
+    need(r"^2 process\(es\), 32 images per process per step, 4096 mnist images$", out, "the settings line")
+    m = need(r"^result: processes=2 weights identical on every rank; validation accuracy ([\d.]+)$", out,
+             "the result line")
+    if not float(m.group(1)) >= 0.8:
+        fail("validation accuracy %s on real digits" % m.group(1), out)
+    losses = [float(v) for v in re.findall(r"^epoch: \d+, batch_id: \d+, loss is: ([\d.]+)", out, re.M)]
+    if len(losses) < 4 or not mean(losses[-2:]) < 0.5 * mean(losses[:2]):
+        fail("the loss did not fall: %s" % losses, out)
+
+
+def check_lesson7(out, min_accuracy):
+    m = need(r"^result: L2 on every parameter shrinks every layer: yes; on the last Linear only it shrinks that "
+             r"layer, not the convolutions: yes; lowest validation accuracy ([\d.]+)$", out, "the result line")
+    if not float(m.group(1)) >= min_accuracy:
+        fail("lowest validation accuracy %s" % m.group(1), out)
+    for tag in ("none", "all", "fc_only"):
+        m = need(r"^\[validation\] epoch 0: loss ([\d.]+).*\n(?:.*\n)*?\[validation\] epoch 2: loss ([\d.]+)",
+                 out.split("== ")[1 + ("none", "all", "fc_only").index(tag)], tag + "'s validation lines")
+        if not float(m.group(2)) < float(m.group(1)):
+            fail("%s: the validation loss did not fall (%s then %s)" % (tag, m.group(1), m.group(2)), out)
+
+
+def lesson7_files(dir, out):
+    """The curves and one VisualDL file per run, in `dir`."""
+    svg_curves(os.path.join(dir, "curves.svg"))
+    for tag in ("none", "all", "fc_only"):
+        files = os.listdir(os.path.join(dir, tag))
+        if len(files) != 1:
+            fail("%s/%s holds %s, expected one VisualDL file" % (dir, tag, files), out)
+
+
+def lesson7(program, tmp):
+    out = run([program, tmp])
+    need(r"^data: 600 generated training images, 200 for validation$", out, "the data line")
+    check_lesson7(out, 0.9)
+    lesson7_files(tmp, out)
+
+
+def lesson7_mnist(program, source_dir, tmp):
+    # 3 epochs on the first 2,000 real training images, validation on 200, three runs from the same weights.
+    out = run([program, tmp, "--data", mnist_folder(source_dir)])
+    need(r"^data: 2000 mnist training images, 200 for validation$", out, "the data line")
+    check_lesson7(out, 0.75)
+    lesson7_files(tmp, out)
+
+
+def lesson8_mnist(program, source_dir, tmp):
+    # 4 epochs on the first 2,000 real training images, tested on 200 test images.
+    out = run([program, tmp, "--data", mnist_folder(source_dir)])
+    need(r"^== training 4 epochs on 2000 mnist images, a checkpoint after each$", out, "the header")
+    m = need(r"^result: loaded model scores as the trained one \(test accuracy ([\d.]+)\); resumed run against the "
+             r"uninterrupted one after epoch 4: weights bitwise equal, optimizer state bitwise equal$", out,
+             "the result line")
+    if not float(m.group(1)) >= 0.8:
+        fail("test accuracy %s on real digits" % m.group(1), out)
+    if not os.path.isfile(os.path.join(tmp, "mnist.safetensors")):
+        fail("no mnist.safetensors in " + tmp, out)
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -231,6 +402,22 @@ def main():
             lesson2(program, tmp)
         elif which == "lesson4":
             lesson4(program, tmp)
+        elif which == "lesson7":
+            lesson7(program, tmp)
+        elif which == "lesson3_mnist":
+            lesson3_mnist(program, sys.argv[3])
+        elif which == "lesson4_mnist":
+            lesson4_mnist(program, sys.argv[3], tmp)
+        elif which == "lesson5_mnist":
+            lesson5_mnist(program, sys.argv[3])
+        elif which == "lesson5_gpu":
+            lesson5_gpu(program, sys.argv[3] == "1")
+        elif which == "lesson6_mnist":
+            lesson6_mnist(program, sys.argv[3], sys.argv[4])
+        elif which == "lesson7_mnist":
+            lesson7_mnist(program, sys.argv[3], tmp)
+        elif which == "lesson8_mnist":
+            lesson8_mnist(program, sys.argv[3], tmp)
         else:
             print(__doc__)
             return 2
