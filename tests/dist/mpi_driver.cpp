@@ -204,6 +204,8 @@ TEST_CASE("ps [ps_sync]: sync parameter server, 1 server: equal to the collectiv
     CHECK(count(j.output, "1 server slices tile the buffer, sizes within 16 values: ok") == 2);
     CHECK(count(j.output, "trainer 0: 1 server(s), 2 trainers, 20 steps: trainers bitwise equal: yes; vs collective") == 2);
     CHECK(count(j.output, "(bound 1e-6): ok") == 2);
+    // ... with per-parameter regularizers (set_regularizer), which the server applies as local training does.
+    CHECK(count(j.output, "both with L2Decay 0.001, 4.weight's own 0.1 and 6.bias's own 0: bitwise") == 2);
     // Adam: the PS checkpoint equals the collective one and loads in one process; resume gives the bits.
     CHECK(count(j.output, "checkpoint after 10 steps loads into a single-process network") == 1);
     CHECK(count(j.output, "give the uninterrupted run's bits: ok") == 1);
@@ -221,6 +223,8 @@ TEST_CASE("ps [ps_sharding]: 2 servers each own a contiguous half of the buffer 
     CHECK(count(j.output, "2 server slices tile the buffer, sizes within 16 values: ok") == 2);
     CHECK(count(j.output, "trainer 0: 2 server(s), 2 trainers, 20 steps: trainers bitwise equal: yes") == 2);
     CHECK(count(j.output, "(bound 1e-6): ok") == 2);
+    // 4.weight, with its own L2Decay, is cut by the slice boundary: each server decays its part.
+    CHECK(count(j.output, "both with L2Decay 0.001, 4.weight's own 0.1 and 6.bias's own 0: bitwise") == 2);
     CHECK(count(j.output, "give the uninterrupted run's bits: ok") == 1);
 }
 

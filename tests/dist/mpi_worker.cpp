@@ -330,7 +330,9 @@ void ps_steps(O& opt, const std::vector<oar::data::Batch>& mine, std::size_t fro
 }
 
 /// Sync parameter server vs the collective run (DataParallel over the trainers' MpiComm, MPI's
-/// allreduce) on the same global batches, with L2Decay and a per-step learning rate. For Adam, a
+/// allreduce) on the same global batches, with L2Decay, two parameters with their own (the
+/// optimizer's set_regularizer, Paddle's ParamAttr regularizer: 4.weight, which the 2-server
+/// slicing cuts in two, decayed 100 times more, 6.bias exempt) and a per-step learning rate. For Adam, a
 /// checkpoint is saved after 10 steps by both runs (the PS one through the trainer, gathering the
 /// servers' state), the two files compared, and the PS run resumed from its checkpoint in a new
 /// server session for steps 10..19: it must give the uninterrupted run's bits.
@@ -338,7 +340,12 @@ template <template <class> class Opt>
 int ps_sync(const oar::dist::PsRole& role, const char* name, const std::string& dir) {
     using O = Opt<oar::cpu>;
     const oar::L2Decay l2(1e-3f);
-    auto make_opt = [&](Net& n) { return O(n.parameters(), {.learning_rate = 0.01f, .weight_decay = l2}); };
+    auto make_opt = [&](Net& n) {
+        O opt(n.parameters(), {.learning_rate = 0.01f, .weight_decay = l2});
+        opt.set_regularizer("4.weight", oar::L2Decay(0.1f));
+        opt.set_regularizer("6.bias", oar::L2Decay(0.0f));
+        return opt;
+    };
     const bool checkpoints = !dir.empty();
     MPI_Comm tc = split_trainers(role);
     const oar::dist::ps::Options o{.a_sync = false};
@@ -416,7 +423,8 @@ int ps_sync(const oar::dist::PsRole& role, const char* name, const std::string& 
     const bool ok = same_trainers && rel <= 1e-6;
     if (t == 0 || !ok)
         std::printf("%s: trainer %zu: %d server(s), 2 trainers, 20 steps: trainers bitwise equal: %s; vs collective "
-                    "data parallel (MPI allreduce): bitwise %s, max relative difference %.3g in %s (bound 1e-6): %s\n",
+                    "data parallel (MPI allreduce), both with L2Decay 0.001, 4.weight's own 0.1 and 6.bias's own 0: "
+                    "bitwise %s, max relative difference %.3g in %s (bound 1e-6): %s\n",
                     name, t, role.servers, same_trainers ? "yes" : "no", bitwise ? "yes" : "no", rel, key.c_str(),
                     ok ? "ok" : "FAILED");
     failed |= ok ? 0 : 1;

@@ -13,7 +13,7 @@
 // Roles come from role_maker.hpp; ps_fleet.hpp is the fleet facade over this header.
 #pragma once
 
-#include <algorithm>  // std::min
+#include <algorithm>  // std::min, std::max
 #include <climits>    // INT_MAX: MPI counts are int
 #include <cstddef>    // std::size_t, std::byte
 #include <cstdint>    // std::uint64_t
@@ -81,6 +81,7 @@ struct Options {
 #include "../kernels/cpu/elementwise.hpp"  // op::scale_down: the average, as DataParallel divides
 #include "../kernels/dispatch.hpp"         // kernel
 #include "../nn/parameters.hpp"            // basic_parameter_set, ParamEntry
+#include "../optim/optimizer.hpp"          // L2Decay: a parameter's own regularizer
 #include "data_parallel.hpp"               // describe_parameters, fingerprint
 #include "mpi_comm.hpp"                    // MpiComm, mpi_check
 
@@ -176,9 +177,9 @@ inline int byte_count(std::size_t n) {
 }  // namespace detail
 
 /// A server rank: owns slice `shard` of the parameters and an optimizer of the user's kind and
-/// options for it, and answers trainers until every trainer has said stop. Construct it on every
-/// server rank at the point where the trainers construct their Trainer (both are collectives over
-/// the job); then run().
+/// options for it (each parameter's own L2Decay included, as set_regularizer gave it), and answers
+/// trainers until every trainer has said stop. Construct it on every server rank at the point where
+/// the trainers construct their Trainer (both are collectives over the job); then run().
 template <class Opt>
 class Server {
 public:
@@ -186,7 +187,8 @@ public:
     using parameter_set = typename Opt::parameter_set;
 
     /// `net` is the model the trainers train (only its layout is used: the values come from
-    /// trainer 0), `opt` the optimizer they were given (its kind and options are used).
+    /// trainer 0), `opt` the optimizer they were given (its kind, options and per-parameter
+    /// regularizers are used).
     template <class Net>
     Server(const PsRole& role, Net& net, const Opt& opt, Options o = {})
         : role_(role), o_(o), world_(MPI_COMM_WORLD) {
@@ -199,8 +201,19 @@ public:
         MPI_Comm none = MPI_COMM_NULL;  // the trainers' communicator: servers take no part in it
         detail::mpi_check(MPI_Comm_split(world_.native(), MPI_UNDEFINED, role.rank, &none), "MPI_Comm_split");
         shard_ = shard_ranges(net.parameters().values().size(), role.servers)[static_cast<std::size_t>(role.index())];
-        params_.emplace(shard_.size, std::vector<ParamEntry>{{"shard", make_dims(shard_.size), 0, shard_.size}});
+        // This slice's parts of the parameters under their own keys (a parameter cut by a slice
+        // boundary keeps its key on both sides), so that each part keeps the regularizer the
+        // trainers' optimizer gives that parameter (set_regularizer: Paddle's ParamAttr regularizer).
+        std::vector<ParamEntry> parts;
+        for (const ParamEntry& e : net.parameters().entries()) {
+            const std::size_t lo = std::max(e.offset, shard_.first);
+            const std::size_t hi = std::min(e.offset + e.size, shard_.first + shard_.size);
+            if (lo < hi) parts.push_back({e.key, make_dims(hi - lo), lo - shard_.first, hi - lo});
+        }
+        params_.emplace(shard_.size, std::move(parts));
         opt_.emplace(*params_, opt.options());
+        for (const ParamEntry& e : params_->entries())
+            if (const float c = opt.l2_decay(e.key); c != opt.l2_decay()) opt_->set_regularizer(e.key, L2Decay(c));
         if (!o_.a_sync) pushes_.assign(static_cast<std::size_t>(role.trainers), std::vector<value_type>(shard_.size));
     }
     Server(const Server&) = delete;
