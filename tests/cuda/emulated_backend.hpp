@@ -136,6 +136,25 @@ struct kernel<op::bias_add, emu> {
     }
 };
 template <>
+struct kernel<op::bias_map, emu> {
+    template <class F>
+    static void run(const F& f, const float* b, const float* scale, const float* shift, float* z, float* y,
+                    std::size_t n, std::size_t c, std::size_t inner) {
+        oar_test::launch_1d(n * c * inner, [&](const emu_ck::Thread& t) {
+            emu_ck::bias_map_body(t, f, b, scale, shift, z, y, n, c, inner);
+        });
+    }
+};
+template <>
+struct kernel<op::batch_norm_fold, emu> {
+    static void run(std::size_t channels, const float* gamma, const float* beta, const float* running_mean,
+                    const float* running_var, float eps, float* scale, float* shift) {
+        oar_test::launch_1d(channels, [&](const emu_ck::Thread& t) {
+            emu_ck::batch_norm_fold_body(t, channels, gamma, beta, running_mean, running_var, eps, scale, shift);
+        });
+    }
+};
+template <>
 struct kernel<op::bias_grad, emu> {
     static void run(const float* dy, float* db, std::size_t n, std::size_t c, std::size_t inner) {
         oar_test::EmulatedExec{}.bias_grad(dy, db, n, c, inner);
@@ -243,6 +262,16 @@ struct kernel<op::conv2d_forward, emu> {
         std::vector<float> ws(emu_ck::conv_plan_workspace(g, out_c, n), -7.0f);
         oar_test::EmulatedExec ex;
         emu_ck::conv2d_forward(ex, g, out_c, n, w, b, x, y, ws.data());
+    }
+};
+template <>
+struct kernel<op::conv2d_forward_map, emu> {  // as the CUDA backend's: the convolution, then one bias_map launch
+    template <class F>
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
+                    const float* b, const F& f, const float* scale, const float* shift, float* z, float* y) {
+        kernel<op::conv2d_forward, emu>::run(g, out_c, n, x, w, b, z);
+        kernel<op::bias_map, emu>::run(f, static_cast<const float*>(nullptr), scale, shift, z, y, n, out_c,
+                                       g.col_cols());
     }
 };
 template <>

@@ -131,11 +131,11 @@ TEST_CASE("a network's layer settings survive its conversion to another backend 
     CHECK(back.layer<3>().p == 0.1f);
 }
 
-TEST_CASE("a run of activations is one chain on the emulated CUDA backend, with the bits of the layers one by one") {
+TEST_CASE("a Linear's tail of activations runs in its epilogue on the emulated CUDA backend, with the bits of the layers one by one") {
     using Seq = oar::Sequential<oar::Flatten, oar::Linear<784, 16>, oar::LeakyReLU, oar::Hardswish, oar::GELU,
                                 oar::Linear<16, 10>>;
     using Dev = oar::Network<Seq, Image, emulated_cuda>;
-    static_assert(Dev::chain_length(2) == 3);
+    static_assert(Dev::epilogue_length(1) == 3);
     compare_training<emulated_cuda, Seq, oar::Adam>(8, 3, 1e-5, 1e-4);
     struct Watch {  // observed: the layers run one by one
         void on_forward(const oar::LayerEvent&) {}
@@ -157,6 +157,38 @@ TEST_CASE("a run of activations is one chain on the emulated CUDA backend, with 
     const auto hb = b.parameters().host_grads();
     CHECK(ga == std::vector<float>(hb.begin(), hb.end()));
     CHECK(max_rel_diff(ga, std::vector<float>(ga.size(), 0.0f)) > 0.0);  // gradients flowed
+}
+
+TEST_CASE("producer tails on the emulated CUDA backend: a Conv2D's activations and a folded BatchNorm2D, against the CPU") {
+    using Seq = oar::Sequential<oar::Conv2D<1, 4, 3, 1, 1, oar::Bias::no>, oar::BatchNorm2D<4>, oar::ReLU, oar::Tanh,
+                                oar::MaxPool2D<2>, oar::Conv2D<4, 4, 3, 2, 1>, oar::LeakyReLU, oar::Sigmoid,
+                                oar::Flatten, oar::Linear<196, 10>>;
+    using Dev = oar::Network<Seq, Image, emulated_cuda>;
+    static_assert(Dev::epilogue_length(0) == 3 && Dev::folds_batch_norm(0) && Dev::epilogue_length(5) == 2);
+    compare_training<emulated_cuda, Seq, oar::Adam>(6, 3, 1e-5, 1e-4);  // training: the BatchNorm as itself
+    oar::set_conv_winograd(false);
+    oar::Network<Seq, Image> host(5);
+    oar::Network<Seq, Image, emulated_cuda> dev(5), plain(5);
+    const auto x = oar_test::random_vector<float>(5 * 784, 9);
+    const oar::TensorView xv(x.data(), 5, Image::dims);
+    for (int s = 0; s < 2; ++s) {  // running statistics away from (0, 1)
+        host.forward(xv);
+        dev.forward(xv);
+        plain.forward(xv);
+    }
+    host.eval();
+    dev.eval();
+    plain.eval();
+    struct Watch {
+        void on_forward(const oar::LayerEvent&) {}
+    };
+    const auto h = host.forward(xv);
+    const auto d = Dev::to_host(dev.forward(xv));          // folded in the epilogue
+    const auto p = Dev::to_host(plain.forward(xv, Watch{}));  // layer by layer
+    CHECK(oar_test::max_rel_diff_of(std::span<const float>(h.data(), h.size()), d) <= 1e-5);
+    CHECK(oar_test::max_rel_diff_of(std::span<const float>(p.data(), p.size()), d) <= 1e-5);
+    CHECK(Dev::to_host(dev.activation(1)) == Dev::to_host(plain.activation(1)));  // the convolution's own output
+    oar::set_conv_winograd(true);
 }
 
 TEST_CASE("an MLP with Dropout on the emulated CUDA backend draws the CPU's masks") {

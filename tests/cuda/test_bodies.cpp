@@ -6,16 +6,19 @@
 
 #include <oar/kernels/cuda/bodies.hpp>  // the header under test
 
+#include <oar/kernels/cpu/batch_norm.hpp>   // op::batch_norm_fold
 #include <oar/kernels/cpu/combine.hpp>      // op::add, op::copy_rows
 #include <oar/kernels/cpu/conv.hpp>         // the CPU reference: im2col, col2im, bias_*
 #include <oar/kernels/cpu/elementwise.hpp>  // relu_fn, sigmoid_fn, tanh_fn, op::map*
 #include <oar/kernels/cpu/pool.hpp>         // op::*_pool_*
 #include <oar/kernels/cpu/softmax.hpp>      // op::softmax_*, op::softmax_cross_entropy
 #include <oar/kernels/cpu/update.hpp>       // op::fused_update
+#include <oar/kernels/expr.hpp>             // expr::then: a tail's chain
 #include <oar/kernels/update_fns.hpp>       // sgd_fn, momentum_fn, adagrad_fn, adam_fn
 #include <oar/layers/dropout.hpp>          // the CPU Dropout whose masks the body must reproduce
 
 #include <algorithm>  // std::max
+#include <array>      // std::array: shapes
 #include <cmath>      // std::abs
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::int64_t
@@ -203,6 +206,45 @@ TEST_CASE("bias_add equals the CPU kernel and bias_grad's shared-memory reductio
                 ck::bias_grad_body(phase, t, shared, y0.data(), db.data(), n, channels, inner);
             });
         CHECK_MESSAGE(max_rel_diff(db, db_cpu) <= tol, "threads per block " << threads);
+    }
+}
+
+TEST_CASE("the producer-tail body (bias, folded BatchNorm, chain) equals the CPU op::bias_map; the fold body equals the CPU fold") {
+    // Linear's rows (inner 1) and Conv2D's planes, sizes that leave partial vectors on the CPU.
+    for (const auto [n, channels, inner] : {std::array<std::size_t, 3>{5, 13, 1}, std::array<std::size_t, 3>{3, 4, 37}}) {
+        INFO("n=", n, " channels=", channels, " inner=", inner);
+        const auto z0 = random_vector<float>(n * channels * inner, 51);
+        const auto b = random_vector<float>(channels, 52), gamma = random_vector<float>(channels, 53),
+                   beta = random_vector<float>(channels, 54), mean = random_vector<float>(channels, 55);
+        auto var = random_vector<float>(channels, 56);
+        for (float& v : var) v = std::abs(v) + 0.1f;
+        std::vector<float> scale(channels), shift(channels), scale_cpu(channels), shift_cpu(channels);
+        kernel<oar::op::batch_norm_fold, cpu>::run(channels, gamma.data(), beta.data(), mean.data(), var.data(), 1e-3f,
+                                                   scale_cpu.data(), shift_cpu.data());
+        emulate_launch(Dim3{1}, Dim3{32}, [&](const ck::Thread& t) {
+            ck::batch_norm_fold_body(t, channels, gamma.data(), beta.data(), mean.data(), var.data(), 1e-3f,
+                                     scale.data(), shift.data());
+        });
+        CHECK(scale == scale_cpu);  // the same double formula (rows::batch_norm_affine)
+        CHECK(shift == shift_cpu);
+        const auto f = oar::expr::then(oar::leaky_relu_fn{-0.2f}, oar::hardswish_fn{});  // exact in both
+        for (const bool affine : {false, true}) {
+            const float* sp = affine ? scale.data() : nullptr;
+            const float* tp = affine ? shift.data() : nullptr;
+            auto z_cpu = z0;
+            std::vector<float> y_cpu(z0.size());
+            kernel<oar::op::bias_map, cpu>::run(f, b.data(), sp, tp, z_cpu.data(), y_cpu.data(), n, channels, inner);
+            for (auto [grid, block] : launches(z0.size())) {
+                auto z = z0;
+                std::vector<float> y(z0.size());
+                emulate_launch(grid, block, [&](const ck::Thread& t) {
+                    ck::bias_map_body(t, f, b.data(), sp, tp, z.data(), y.data(), n, channels, inner);
+                });
+                CHECK(z == z_cpu);  // z + b: one rounding either way
+                if (affine) CHECK(max_rel_diff(y, y_cpu) <= tol);  // (a multiply-add may be fused on one side)
+                else CHECK(y == y_cpu);
+            }
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <oar/layers/activation.hpp>
+#include <oar/layers/batch_norm.hpp>
 #include <oar/layers/conv2d.hpp>
 #include <oar/layers/dropout.hpp>
 #include <oar/layers/flatten.hpp>
@@ -408,8 +409,11 @@ TEST_CASE("a ReLU after a Conv2D or a Linear is fused at compile time, only wher
     static_assert(!CNN::fuses_relu(1) && !CNN::fuses_relu(2) && !CNN::fuses_relu(7) && !CNN::fuses_relu(8));
     using Mlp = Network<course::MLP, Shape<1, 28, 28>>;
     static_assert(!Mlp::fuses_relu(0) && Mlp::fuses_relu(1) && !Mlp::fuses_relu(4));
-    using TanhAfter = Network<Sequential<Linear<4, 4>, Tanh, Linear<4, 4>, ReLU, ReLU>, Shape<4>>;
+    using TanhAfter = Network<Sequential<Linear<4, 4>, Tanh, Linear<4, 4>, ReLU, Flatten>, Shape<4>>;
     static_assert(!TanhAfter::fuses_relu(0) && TanhAfter::fuses_relu(2) && !TanhAfter::fuses_relu(3));
+    // A ReLU with an activation after it is part of a longer tail (the epilogue expression).
+    using Longer = Network<Sequential<Linear<4, 4>, ReLU, ReLU>, Shape<4>>;
+    static_assert(!Longer::fuses_relu(0) && Longer::epilogue_length(0) == 2);
     static_assert(Network<Small, Shape<2, 8, 8>, cpu64>::fuses_relu(0));  // the double gradient checks too
 }
 
@@ -477,20 +481,20 @@ TEST_CASE("training steps with the fused ReLU give the bits of steps run layer b
 }
 
 namespace {
-/// A Conv2D, a fused ReLU and a run of three activations after it (one with a setting), a pool, a
-/// Linear and a run of two, a Linear and a lone GELU (no chain).
-using Chains = Sequential<Conv2D<2, 3, 3, 1, 1>, ReLU, LeakyReLU, Hardswish, Tanh, MaxPool2D<2>, Flatten,
-                          Linear<48, 6>, LeakyReLU, ELU, Linear<6, 4>, GELU>;
+/// A pool, then runs of activations that are not a producer's tail: three after a Flatten (one with
+/// a setting) and two after a Dropout; a Linear with a lone GELU (its tail, no chain).
+using Chains = Sequential<MaxPool2D<2>, Flatten, LeakyReLU, Hardswish, Tanh, Linear<32, 6>, Dropout, LeakyReLU, ELU,
+                          Linear<6, 4>, GELU, Flatten>;
 using ChainNet = Network<Chains, Shape<2, 8, 8>>;
 }  // namespace
 
 TEST_CASE("runs of activations are chains at compile time where all but the last are cheap, a fused ReLU not counted") {
-    static_assert(ChainNet::fuses_relu(0));
     static_assert(ChainNet::chain_length(1) == 0 && ChainNet::chain_length(2) == 3);
     static_assert(ChainNet::chain_length(3) == 0 && ChainNet::chain_length(4) == 0);
-    static_assert(ChainNet::chain_length(8) == 2 && ChainNet::chain_length(11) == 0);
-    using Lone = Network<Sequential<Linear<4, 4>, Tanh, Linear<4, 4>, ReLU, LeakyReLU, Sigmoid>, Shape<4>>;
-    static_assert(Lone::chain_length(1) == 0 && Lone::fuses_relu(2) && Lone::chain_length(4) == 2);
+    static_assert(ChainNet::chain_length(7) == 2 && ChainNet::chain_length(10) == 0);
+    static_assert(ChainNet::epilogue_length(9) == 1 && ChainNet::epilogue_length(5) == 0);
+    using Lone = Network<Sequential<Linear<4, 4>, Tanh, Flatten, ReLU, LeakyReLU, Sigmoid>, Shape<4>>;
+    static_assert(Lone::chain_length(1) == 0 && Lone::chain_length(3) == 3 && Lone::epilogue_length(0) == 1);
     using Starts = Network<Sequential<ReLU, Sigmoid, Linear<4, 4>>, Shape<4>>;  // a chain on the input
     static_assert(Starts::chain_length(0) == 2);
     // GELU, Tanh, Sigmoid, ELU are costly to recompute: a chain ends at them.
@@ -503,13 +507,14 @@ TEST_CASE("runs of activations are chains at compile time where all but the last
 
 TEST_CASE("chained activations: forward, backward and the input gradient equal the layers one by one, bit for bit") {
     // LeakyReLU{-0.5f}: a setting the chain must carry (the default slope gives other bits).
-    const Chains seq{{}, {}, LeakyReLU{-0.5f}, {}, {}, {}, {}, {}, {}, ELU{0.3f}, {}, {}};
+    const Chains seq{{}, {}, LeakyReLU{-0.5f}, {}, {}, {}, {}, {}, ELU{0.3f}, {}, {}, {}};
     for (const bool train : {true, false}) {
         INFO("train=", train);
-        ChainNet a(seq, 4), b(seq, 4);
+        ChainNet a(seq, 4), b(seq, 4), c(seq, 4);
         if (!train) {
             a.eval();
             b.eval();
+            c.eval();
         }
         const Tensor x = ramp(5, make_dims(2, 8, 8), 3.0f);
         CountForward seen;
@@ -520,9 +525,9 @@ TEST_CASE("chained activations: forward, backward and the input gradient equal t
         // Inside a chain the activations are its output; its input and output are the layers'.
         CHECK(a.activation(3).data() == a.activation(5).data());
         CHECK(a.activation(4).data() == a.activation(5).data());
-        CHECK(a.activation(9).data() == a.activation(10).data());
+        CHECK(a.activation(8).data() == a.activation(9).data());
         CHECK(copy_of(a.activation(5)) == copy_of(b.activation(5)));
-        CHECK(copy_of(a.activation(8)) == copy_of(b.activation(8)));
+        CHECK(copy_of(a.activation(7)) == copy_of(b.activation(7)));
         CHECK(copy_of(a.activation(3)) != copy_of(b.activation(3)));  // b kept the LeakyReLU's own output
         Tensor dy = ramp(5, a.activation(ChainNet::num_layers).dims(), 0.5f);
         Tensor dxa(5, make_dims(2, 8, 8)), dxb(5, make_dims(2, 8, 8));
@@ -535,18 +540,241 @@ TEST_CASE("chained activations: forward, backward and the input gradient equal t
         double s = 0;
         for (float v : copy_of(dxa)) s += std::abs(v);
         CHECK(s > 0);
+        // A chain's inner values are written before an observed backward after a fused forward.
+        Tensor dxc(5, make_dims(2, 8, 8));
+        c.forward(x);
+        c.backward(dy, dxc, watched);
+        CHECK(grads_of(c) == grads_of(b));
+        CHECK(copy_of(dxc) == copy_of(dxb));
+        CHECK(copy_of(c.activation(3)) == copy_of(b.activation(3)));
     }
     // With the default slope the output differs: the chain does use the layer's value.
     ChainNet d(4);
     CHECK(copy_of(d.forward(ramp(5, make_dims(2, 8, 8), 3.0f))) != copy_of(ChainNet(seq, 4).forward(ramp(5, make_dims(2, 8, 8), 3.0f))));
 }
 
-TEST_CASE("a network with chained activations matches finite differences in double precision") {
+TEST_CASE("a network with activation tails in its producers' epilogues matches finite differences in double precision") {
     using Net = Network<Sequential<Linear<5, 6>, LeakyReLU, Hardswish, GELU, Linear<6, 4>, Hardswish, ReLU, ELU>,
                         Shape<5>, cpu64>;
-    static_assert(Net::chain_length(1) == 3 && Net::chain_length(5) == 3);
+    static_assert(Net::epilogue_length(0) == 3 && Net::epilogue_length(4) == 3);  // each Linear's tail
     const auto r = testing::gradcheck_network<Net>({.batch = 3, .input_scale = 2.0});
     INFO(r.message, " at ", r.worst);
     CHECK(r.ok);
     CHECK(r.checked > 60);
+}
+
+namespace {
+/// Tails after producers: a stride-1 Conv2D (implicit GEMM) with three activations (one with a
+/// setting), a Linear with a lone Sigmoid, a Linear with GELU (the last layer).
+using Tails = Sequential<Conv2D<3, 5, 3, 1, 1>, LeakyReLU, Hardswish, Tanh, MaxPool2D<2>, Flatten, Linear<80, 7>,
+                         Sigmoid, Linear<7, 3>, GELU>;
+/// Winograd (3x3, 8+ channels) and im2col (stride 2) convolutions with their tails.
+using WinoTails = Sequential<Conv2D<3, 8, 3, 1, 1>, ELU, Conv2D<8, 8, 3, 1, 1>, LeakyReLU, ReLU, Conv2D<8, 4, 3, 2, 1>,
+                             GELU, Flatten, Linear<64, 3>>;
+}  // namespace
+
+TEST_CASE("a producer's tail of activations is one expression in its epilogue, bit for bit the layers one by one") {
+    static_assert(Network<Tails, Shape<3, 8, 8>>::epilogue_length(0) == 3);
+    static_assert(Network<Tails, Shape<3, 8, 8>>::epilogue_length(6) == 1 && Network<Tails, Shape<3, 8, 8>>::epilogue_length(8) == 1);
+    static_assert(!Network<Tails, Shape<3, 8, 8>>::fuses_relu(0) && Network<Tails, Shape<3, 8, 8>>::chain_length(1) == 0);
+    static_assert(Network<WinoTails, Shape<3, 8, 8>>::epilogue_length(2) == 2 && Network<WinoTails, Shape<3, 8, 8>>::epilogue_length(5) == 1);
+    const auto check = [](auto a, auto b, Dims in, std::size_t batch) {
+        using Net = decltype(a);
+        auto c = a;  // fused forward, observed backward (DataParallel's per-layer allreduce)
+        for (const bool train : {true, false}) {
+            INFO("train=", train, " batch=", batch);
+            if (!train) {
+                a.eval();
+                b.eval();
+                c.eval();
+            }
+            const Tensor x = ramp(batch, in, 2.5f);
+            CountForward seen;
+            const auto fused = copy_of(a.forward(x));
+            const auto plain = copy_of(b.forward(x, seen));  // observed: layer by layer
+            CHECK(seen.calls == Net::num_layers);
+            CHECK(fused == plain);
+            CHECK(copy_of(a.activation(1)) == copy_of(b.activation(1)));  // the producer's own output z
+            Tensor dy = ramp(batch, a.activation(Net::num_layers).dims(), 0.5f);
+            Tensor dxa(batch, in), dxb(batch, in);
+            CountBackward watched;
+            a.backward(dy, dxa);
+            b.backward(dy, dxb, watched);
+            CHECK(grads_of(a) == grads_of(b));
+            CHECK(copy_of(dxa) == copy_of(dxb));
+            double s = 0;
+            for (float g : copy_of(dxa)) s += std::abs(g);
+            CHECK(s > 0);
+            // An observed backward after a fused forward: the values inside the tails are written first.
+            Tensor dxc(batch, in);
+            CHECK(copy_of(c.forward(x)) == plain);
+            c.backward(dy, dxc, watched);
+            CHECK(grads_of(c) == grads_of(b));
+            CHECK(copy_of(dxc) == copy_of(dxb));
+            for (std::size_t i = 1; i < Net::num_layers; ++i) CHECK(copy_of(c.activation(i)) == copy_of(b.activation(i)));
+            a.clear_grad();
+            b.clear_grad();
+            c.clear_grad();
+        }
+    };
+    const Tails tails{{}, LeakyReLU{-0.3f}, {}, {}, {}, {}, {}, {}, {}, {}};
+    using TailNet = Network<Tails, Shape<3, 8, 8>>;
+    check(TailNet(tails, 6), TailNet(tails, 6), make_dims(3, 8, 8), 3);  // sizes that leave partial vectors
+    check(TailNet(tails, 6), TailNet(tails, 6), make_dims(3, 8, 8), 5);
+    using WinoNet = Network<WinoTails, Shape<3, 8, 8>>;
+    set_num_threads(2);
+    check(WinoNet(7), WinoNet(7), make_dims(3, 8, 8), 9);
+    set_num_threads(default_thread_count());
+    // Inside a tail the activations are its output; z is the layer's.
+    TailNet a(tails, 6);
+    a.forward(ramp(2, make_dims(3, 8, 8)));
+    CHECK(a.activation(2).data() == a.activation(4).data());
+    CHECK(a.activation(3).data() == a.activation(4).data());
+    CHECK(a.activation(1).data() != a.activation(4).data());
+}
+
+namespace {
+/// Producers with a BatchNorm first in their tail: a Conv2D without bias, BatchNorm2D, ReLU, Tanh;
+/// a Linear, BatchNorm1D, Sigmoid; a Linear and a BatchNorm1D alone (an identity tail).
+template <class B = cpu>
+using BnNet = Network<Sequential<Conv2D<3, 6, 3, 1, 1, Bias::no>, BatchNorm2D<6>, ReLU, Tanh, MaxPool2D<2>, Flatten,
+                                 Linear<96, 5>, BatchNorm1D<5>, Sigmoid, Linear<5, 4>, BatchNorm1D<4>>,
+                      Shape<3, 8, 8>, B>;
+BnNet<>::sequential bn_layers() {
+    BnNet<>::sequential s;
+    std::get<1>(s.layers).epsilon = 0.5f;  // a large epsilon: a fold that drops it is far off
+    std::get<7>(s.layers).epsilon = 0.25f;
+    std::get<10>(s.layers).epsilon = 0.5f;
+    return s;
+}
+/// The state-dict values under `key`.
+std::vector<double> entry(const auto& net, const std::string& key) {
+    for (const auto& e : net.state_dict())
+        if (e.key == key) return {e.values.begin(), e.values.end()};
+    FAIL("no state-dict key ", key);
+    return {};
+}
+/// The bound of a folded eval-mode BatchNorm (then an activation of slope at most 1): per value,
+/// |fused - layers| <= 2^-22 (|z * scale| + |u|) + 2^-21 |y|, z the producer's output, u the
+/// BatchNorm's and y the tail's (the fold computes z * scale + shift with the layer's own scale and
+/// shift, bit for bit, but the multiply-add may round once where the layer rounds twice; the
+/// activation after it may round its nearby input differently by an ulp).
+bool within_fold_bound(const std::vector<float>& fused, const std::vector<float>& ref, const std::vector<float>& z,
+                       const std::vector<float>& u, const std::vector<double>& scale, std::size_t inner,
+                       double* worst = nullptr) {
+    bool ok = fused.size() == ref.size();
+    double w = 0;
+    for (std::size_t i = 0; ok && i < ref.size(); ++i) {
+        const double s = scale[(i / inner) % scale.size()];
+        const double bound = std::ldexp(std::abs(z[i] * s) + std::abs(u[i]), -22) + std::ldexp(std::abs(ref[i]), -21);
+        const double d = std::abs(static_cast<double>(fused[i]) - ref[i]);
+        w = std::max(w, bound > 0 ? d / bound : (d > 0 ? 1e30 : 0.0));
+        ok = d <= bound;
+    }
+    if (worst) *worst = w;
+    return ok;
+}
+std::vector<double> bn_scale(const auto& net, const std::string& n, double eps) {
+    const auto g = entry(net, n + ".weight"), v = entry(net, n + "._variance");
+    std::vector<double> s(g.size());
+    for (std::size_t c = 0; c < s.size(); ++c) s[c] = g[c] / std::sqrt(v[c] + eps);
+    return s;
+}
+}  // namespace
+
+TEST_CASE("an eval-mode BatchNorm after a producer is folded into its epilogue, within the fold's bound; training runs it as itself") {
+    using Net = BnNet<>;
+    static_assert(Net::epilogue_length(0) == 3 && Net::folds_batch_norm(0));
+    static_assert(Net::epilogue_length(6) == 2 && Net::folds_batch_norm(6));
+    static_assert(Net::epilogue_length(9) == 1 && Net::folds_batch_norm(9));
+    // A Linear over (L, In) rows has its channels last: a BatchNorm1D after it reads L channels, no fold.
+    static_assert(!Network<Sequential<Linear<4, 3>, BatchNorm1D<2>, ReLU>, Shape<2, 4>>::folds_batch_norm(0));
+    Net a(bn_layers(), 3), b(bn_layers(), 3);
+    const Tensor x = ramp(6, make_dims(3, 8, 8), 2.0f);
+    CountForward seen;
+    CountBackward watched;
+    for (int step = 0; step < 3; ++step) {  // training: bits of the layers one by one, statistics moving
+        const auto fa = copy_of(a.forward(x)), fb = copy_of(b.forward(x, seen));
+        CHECK(fa == fb);
+        CHECK(copy_of(a.activation(2)) == copy_of(b.activation(2)));  // the BatchNorm's own output
+        Tensor dy = ramp(6, a.activation(Net::num_layers).dims(), 0.25f);
+        a.backward(dy);
+        b.backward(dy, watched);
+        CHECK(grads_of(a) == grads_of(b));
+    }
+    CHECK(entry(a, "1._mean") == entry(b, "1._mean"));
+    CHECK(entry(a, "1._mean") != std::vector<double>(6, 0.0));
+    a.eval();
+    b.eval();
+    a.clear_grad();
+    b.clear_grad();
+    const auto fa = copy_of(a.forward(x)), fb = copy_of(b.forward(x, seen));
+    double worst = 0;
+    // The first tail (ReLU, Tanh after the BatchNorm2D) at its output, the Linear's, the last one's.
+    CHECK(within_fold_bound(copy_of(a.activation(4)), copy_of(b.activation(4)), copy_of(b.activation(1)),
+                            copy_of(b.activation(2)), bn_scale(b, "1", 0.5), 64, &worst));
+    INFO("worst / bound: ", worst);
+    CHECK(within_fold_bound(copy_of(a.activation(9)), copy_of(b.activation(9)), copy_of(b.activation(7)),
+                            copy_of(b.activation(8)), bn_scale(b, "7", 0.25), 1));
+    CHECK(within_fold_bound(fa, fb, copy_of(b.activation(10)), fb, bn_scale(b, "10", 0.5), 1));
+    CHECK(copy_of(a.activation(1)) == copy_of(b.activation(1)));  // z: the producer's own output
+    CHECK(a.activation(2).data() == a.activation(4).data());      // the folded BatchNorm's output: not written
+    // A backward after the folded forward recomputes the BatchNorm's output: the layers' bits, and
+    // gradients close to the layers' (the tail's output is the fold's).
+    Tensor dy = ramp(6, a.activation(Net::num_layers).dims(), 0.25f);
+    a.backward(dy);
+    b.backward(dy, watched);
+    CHECK(a.activation(2).data() != a.activation(4).data());
+    CHECK(copy_of(a.activation(2)) == copy_of(b.activation(2)));
+    // An observed backward after a folded forward: the same gradients as the plain backward after it.
+    Net c = a;
+    c.clear_grad();
+    c.forward(x);
+    c.backward(dy, watched);
+    CHECK(grads_of(c) == grads_of(a));
+    const auto ga = grads_of(a), gb = grads_of(b);
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < ga.size(); ++i) {
+        num = std::max(num, static_cast<double>(std::abs(ga[i] - gb[i])));
+        den = std::max(den, static_cast<double>(std::abs(gb[i])));
+    }
+    CHECK(den > 0);
+    CHECK(num <= 1e-5 * den);
+}
+
+TEST_CASE("the fold's bound is tight enough to reject a broken fold") {
+    BnNet<> b(bn_layers(), 3);
+    const Tensor x = ramp(4, make_dims(3, 8, 8), 2.0f);
+    CountForward seen;
+    b.forward(x, seen);  // moves the running statistics away from (0, 1)
+    b.forward(x, seen);
+    b.eval();
+    b.forward(x, seen);
+    const auto z = copy_of(b.activation(1)), u = copy_of(b.activation(2));
+    const auto gamma = entry(b, "1.weight"), beta = entry(b, "1.bias"), mean = entry(b, "1._mean"),
+               var = entry(b, "1._variance");
+    const auto fold_with = [&](double eps, double mean_sign) {  // op::bias_map with a scale and shift computed here
+        std::vector<float> scale(6), shift(6), zz = z, out(z.size());
+        for (std::size_t c = 0; c < 6; ++c) {
+            const double inv = 1.0 / std::sqrt(var[c] + eps);
+            scale[c] = static_cast<float>(gamma[c] * inv);
+            shift[c] = static_cast<float>(beta[c] - mean_sign * mean[c] * gamma[c] * inv);
+        }
+        kernel<op::bias_map, cpu>::run(expr::identity{}, static_cast<const float*>(nullptr), scale.data(), shift.data(),
+                                       zz.data(), out.data(), 4, 6, 64);
+        return out;
+    };
+    const auto s = bn_scale(b, "1", 0.5);
+    CHECK(within_fold_bound(fold_with(0.5, 1.0), u, z, u, s, 64));    // the fold as the layer defines it
+    CHECK(!within_fold_bound(fold_with(0.0, 1.0), u, z, u, s, 64));   // epsilon dropped
+    CHECK(!within_fold_bound(fold_with(0.5, -1.0), u, z, u, s, 64));  // the mean's sign flipped
+    std::vector<float> scale(6), shift(6);  // the kernel the network uses: the layer's own bits
+    const std::vector<float> g(gamma.begin(), gamma.end()), bt(beta.begin(), beta.end()), m(mean.begin(), mean.end()),
+        v(var.begin(), var.end());
+    kernel<op::batch_norm_fold, cpu>::run(6, g.data(), bt.data(), m.data(), v.data(), 0.5f, scale.data(), shift.data());
+    std::vector<float> zz = z, out(z.size());
+    kernel<op::bias_map, cpu>::run(expr::identity{}, static_cast<const float*>(nullptr), scale.data(), shift.data(),
+                                   zz.data(), out.data(), 4, 6, 64);
+    CHECK(within_fold_bound(out, u, z, u, s, 64));
+    CHECK(zz == z);  // without a bias, z is only read
 }

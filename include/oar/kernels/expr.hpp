@@ -8,6 +8,9 @@
 // values from x (the same operations on the same values as the forward, so the same bits) and
 // applies the parts' backward from the last to the first. Nothing here reads memory: evaluation
 // is the loop of the kernel that runs it.
+// A producer (Linear, Conv2D) runs the elementwise tail after it (its bias, a BatchNorm in evaluation
+// mode folded into a per-channel scale and shift, then a chain of activations) as one such chain in
+// its epilogue: op::bias_map / op::conv2d_forward_map (nn/network.hpp).
 // Every value passed from one part to the next goes through expr::settle, an empty asm statement
 // that the optimiser cannot see through: without it, g++ (-ffp-contract=fast, its default) may fuse
 // a multiply of one part with an add of the next into one FMA, a rounding the layer-by-layer path
@@ -58,6 +61,20 @@ concept SimdElementwise = requires(const F f, B b) {
 /// forward but the last's, so a chain pays only where those parts are cheap.
 template <class F>
 inline constexpr bool cheap_forward = requires { requires F::cheap_forward; };
+
+/// x unchanged: the expression of a producer's tail that is a folded BatchNorm only
+/// (nn/network.hpp), so every tail is one functor type.
+struct identity {
+    static constexpr bool cheap_forward = true;
+    template <class T>
+    OAR_HOST_DEVICE T operator()(T x) const { return x; }
+    template <class T>
+    OAR_HOST_DEVICE T backward(T, T, T dy) const { return dy; }
+    template <class B>
+    B simd_apply(B x) const { return x; }
+    template <class B>
+    B simd_backward(B, B, B dy) const { return dy; }
+};
 
 template <Elementwise... Fs>
     requires(sizeof...(Fs) > 0)

@@ -14,10 +14,12 @@ struct conv2d_forward {};        // whole batch: y = conv(x, w) + b
 struct conv2d_backward {};       // whole batch: dw += .., db += .., dx = .. (optional)
 struct conv2d_forward_relu {};   // whole batch: y = max(conv(x, w) + b, 0)
 struct conv2d_backward_relu {};  // conv2d_backward of a convolution followed by a ReLU (dy masked in place)
+struct conv2d_forward_map {};    // whole batch: z = conv(x, w) + b, y = f(z * scale[c] + shift[c]) (or f(z)): the tail in the epilogue
 
 // bias
 struct bias_add {};   // y[n, c, p] += b[c]
 struct bias_relu {};  // y[n, c, p] = max(y[n, c, p] + b[c], 0): bias_add then a fused ReLU
+struct bias_map {};   // z[n, c, p] += b[c]; y = f(z * scale[c] + shift[c]) (or f(z)): a producer's elementwise tail
 struct bias_grad {};  // db[c] += sum_{n,p} dy[n, c, p]
 
 // pooling
@@ -42,6 +44,7 @@ struct copy_rows {};  // dst[r * dst_stride + j] = src[r * src_stride + j], j < 
 // normalisation
 struct batch_norm_forward {};   // per channel: batch (train) or running (eval) statistics; running ones updated in train
 struct batch_norm_backward {};  // dx, and dgamma / dbeta added
+struct batch_norm_fold {};      // eval mode as y = x * scale[c] + shift[c]: the scale and shift from the running statistics
 
 // softmax and loss
 struct softmax_forward {};        // rows of y = softmax(rows of x)

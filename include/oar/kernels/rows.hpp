@@ -144,6 +144,24 @@ OAR_HOST_DEVICE void batch_norm_stats(const T* x, std::size_t n, std::size_t cha
     var = q / m;
 }
 
+/// BatchNorm's affine form of channel c, y = x * scale + shift, for a mean and variance (both the
+/// forward and op::batch_norm_fold use it: a folded eval-mode BatchNorm has the layer's scale and
+/// shift, bit for bit).
+template <class T>
+OAR_HOST_DEVICE void batch_norm_affine(double mean, double var, T gamma, T beta, float eps, T& scale, T& shift) {
+    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    scale = static_cast<T>(static_cast<double>(gamma) * invstd);
+    shift = static_cast<T>(static_cast<double>(beta) - mean * static_cast<double>(gamma) * invstd);
+}
+
+/// The eval-mode BatchNorm of channel c as scale[c], shift[c] from the running statistics.
+template <class T>
+OAR_HOST_DEVICE void batch_norm_fold_channel(std::size_t c, const T* gamma, const T* beta, const T* running_mean,
+                                             const T* running_var, float eps, T* scale, T* shift) {
+    batch_norm_affine(static_cast<double>(running_mean[c]), static_cast<double>(running_var[c]), gamma[c], beta[c], eps,
+                      scale[c], shift[c]);
+}
+
 /// BatchNorm's forward of channel c of x (n, channels, inner) into y: (x - mean) / sqrt(var + eps)
 /// * gamma + beta, with the batch's statistics in training (then running = momentum * running +
 /// (1 - momentum) * batch, the variance unbiased) and the running ones in evaluation.
@@ -163,9 +181,8 @@ OAR_HOST_DEVICE void batch_norm_forward_channel(std::size_t n, std::size_t chann
         mean = static_cast<double>(running_mean[c]);
         var = static_cast<double>(running_var[c]);
     }
-    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
-    const T scale = static_cast<T>(static_cast<double>(gamma[c]) * invstd);
-    const T shift = static_cast<T>(static_cast<double>(beta[c]) - mean * static_cast<double>(gamma[c]) * invstd);
+    T scale, shift;
+    batch_norm_affine(mean, var, gamma[c], beta[c], eps, scale, shift);
     for (std::size_t b = 0; b < n; ++b) {
         const T* p = x + (b * channels + c) * inner;
         T* q = y + (b * channels + c) * inner;

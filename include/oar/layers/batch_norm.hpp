@@ -54,6 +54,15 @@ struct BatchNormLayer {
                                                ctx.buffers + variance_offset, ctx.mode == Mode::train, momentum,
                                                epsilon, y);
     }
+    /// The evaluation-mode forward as y = x * scale[c] + shift[c] (the scale and shift forward uses,
+    /// bit for bit): what a producer before it applies in its epilogue (nn/network.hpp).
+    template <Backend B, class T = typename B::value_type>
+    void fold(Context<B>& ctx, T* scale, T* shift) const {
+        kernel<op::batch_norm_fold, B>::run(C, ctx.params, ctx.params + bias_offset, ctx.buffers,
+                                            ctx.buffers + variance_offset, epsilon, scale, shift);
+    }
+    static constexpr std::size_t channels = C;
+
     template <Backend B, class T = typename B::value_type>
     void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
         kernel<op::batch_norm_backward, B>::run(n, C, in.size() / C, x, ctx.params, ctx.buffers,

@@ -6,7 +6,8 @@
 // windows of stride 1 as an implicit GEMM on zero-padded copies, everything else by im2col/im2row +
 // GEMM); backward recomputes from x instead of storing columns. forward_relu / backward_relu (CPU)
 // are the convolution with the ReLU after it fused into the epilogue; Network calls them where the
-// layer sequence has Conv2D, ReLU (nn/network.hpp).
+// layer sequence has Conv2D, ReLU (nn/network.hpp). forward_map (every backend) runs any other
+// elementwise tail (activations, an eval-mode BatchNorm2D folded) in the epilogue likewise.
 #pragma once
 
 #include <array>        // std::array
@@ -80,6 +81,18 @@ struct Conv2D {
     void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
         kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads, bias(ctx.grads), dx);
     }
+
+    /// The producer's epilogue (nn/network.hpp): z = forward(x) and y = f(z * scale[c] + shift[c])
+    /// (f(z) when scale is null: no folded BatchNorm), each sample's tail run as soon as its output is
+    /// written; f is the elementwise tail's expr::chain. The backward is backward(x, z, dz).
+    template <Backend B, class F, class T = typename B::value_type>
+    void forward_map(Context<B>& ctx, Dims in, const T* x, T* z, T* y, std::size_t n, const F& f, const T* scale,
+                     const T* shift) const {
+        kernel<op::conv2d_forward_map, B>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), f, scale, shift,
+                                               z, y);
+    }
+    /// The output's channels come first, as a BatchNorm2D reads them.
+    static constexpr bool channels_first(Dims) { return true; }
 
     /// y = ReLU(forward(x)): the bits of forward followed by the ReLU layer.
     template <class T>

@@ -1,7 +1,8 @@
 // Linear<In, Out>: y = x W + b over the last dimension, as paddle.nn.Linear. The weight is stored
 // in Paddle's layout [In, Out] (PyTorch's is its transpose, [Out, In]); XavierUniform init.
 // forward_relu / backward_relu (CPU) fuse a following ReLU (the bias and max(., 0) in one pass; dy
-// masked in place); Network calls them where the layer sequence has Linear, ReLU.
+// masked in place); Network calls them where the layer sequence has Linear, ReLU. forward_map (every
+// backend) runs any other elementwise tail after the bias in the same pass (nn/network.hpp).
 #pragma once
 
 #include <array>        // std::array
@@ -11,7 +12,7 @@
 
 #include "../core/context.hpp"         // Context
 #include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec, torch_transposed_weight
-#include "../kernels/cpu/bias.hpp"     // op::bias_add / bias_relu / bias_grad on cpu
+#include "../kernels/cpu/bias.hpp"     // op::bias_add / bias_relu / bias_map / bias_grad on cpu
 #include "../kernels/cpu/elementwise.hpp"  // op::relu_mask on cpu
 #include "../kernels/cpu/gemm.hpp"     // op::gemm on cpu
 
@@ -59,6 +60,20 @@ struct Linear {
             kernel<op::gemm, B>::run(Trans::no, Trans::yes, rows, In, Out, T(1), dy, Out, ctx.params, Out, T(0), dx,
                                      In);  // dx = dy W^T
     }
+
+    /// The producer's epilogue (nn/network.hpp): z = forward(x) and y = f(z * scale[c] + shift[c])
+    /// (f(z) when scale is null: no folded BatchNorm) in one pass after the GEMM, f being the
+    /// elementwise tail's expr::chain; the backward is backward(x, z, dz) with dz from f's backward.
+    template <Backend B, class F, class T = typename B::value_type>
+    void forward_map(Context<B>& ctx, Dims in, const T* x, T* z, T* y, std::size_t n, const F& f, const T* scale,
+                     const T* shift) const {
+        const std::size_t rows = n * (in.size() / In);
+        kernel<op::gemm, B>::run(Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out, T(0), z, Out);
+        kernel<op::bias_map, B>::run(f, static_cast<const T*>(ctx.params + bias_offset), scale, shift, z, y, rows, Out,
+                                     1);
+    }
+    /// Whether an output of input `in` has the channels a BatchNorm reads first: (Out), not (L, Out).
+    static constexpr bool channels_first(Dims in) { return in.rank == 1; }
 
     /// y = ReLU(forward(x)): the bits of forward followed by the ReLU layer.
     template <class T>

@@ -11,6 +11,19 @@
 // writes the ReLU's output only, backward masks dy inside the layer. A pass with an observer that
 // watches it (on_forward / on_backward) runs the layers one by one instead, so every event is the
 // unfused one. The results are the same bits either way (tests/nn/test_network.cpp).
+// More generally, the elementwise tail after a producer (forward_map: Conv2D and Linear on every
+// backend) runs in the producer's epilogue as one expression (kernels/expr.hpp): its bias, then a
+// BatchNorm right after it folded into a per-channel scale and shift in evaluation mode, then a run
+// of activations as one expr::chain (every one but the last cheap to recompute, as below). The
+// forward writes the producer's output z and the tail's output y only; the backward is one
+// op::map_backward of the chain from z and y, then the producer's. Activations only: the bits of
+// the layers one by one. With a folded BatchNorm: within the bound of its affine form
+// (tests/nn/test_network.cpp); in training the BatchNorm runs as itself (batch statistics) and the
+// activations after it as one chain; a backward after a folded forward first recomputes the
+// BatchNorm's own output. A tail that is one ReLU keeps the ReLU epilogue above where the layer has
+// one (the CPU), which needs no z.
+// A backward with an observer after a forward without one first writes the values inside chains
+// and tails layer by layer (materialize), so that the layers' own backwards read their own values.
 // Likewise a run of two or more elementwise layers (activations; a ReLU fused into the layer before
 // it not counted; every one but the last cheap to recompute: ReLU, LeakyReLU, Hardswish) is one expr::chain of their functors (kernels/expr.hpp),
 // mapped in one pass by the backend's op::map: forward writes the run's output only (the values
@@ -96,6 +109,23 @@ concept ReluEpilogueLayer = requires(const L& l, Context<B>& ctx, Dims in, const
     l.backward_relu(ctx, in, x, x, y, y, n);
 };
 
+/// A producer that runs an elementwise tail in its epilogue on backend B: forward_map(ctx, in, x, z, y,
+/// n, f, scale, shift) writes its output z and y = f(z * scale[c] + shift[c]) (f(z) without scale);
+/// channels_first(in): whether its output's channels are where a BatchNorm after it reads them.
+template <class L, class B>
+concept MapEpilogueLayer = requires(const L& l, Context<B>& ctx, Dims in, const typename B::value_type* x,
+                                    typename B::value_type* y, std::size_t n) {
+    l.forward_map(ctx, in, x, y, y, n, expr::identity{}, x, x);
+    { L::channels_first(in) } -> std::convertible_to<bool>;
+};
+
+/// A BatchNorm that a producer before it can fold in evaluation mode (layers/batch_norm.hpp).
+template <class L, class B>
+concept FoldableBatchNorm = requires(const L& l, Context<B>& ctx, typename B::value_type* p) {
+    l.fold(ctx, p, p);
+    { L::channels } -> std::convertible_to<std::size_t>;
+};
+
 /// A layer that applies an elementwise functor (layers/activation.hpp's): its type `functor` and
 /// its value `fn` (with the layer's settings), which a run of such layers chains.
 template <class L>
@@ -141,6 +171,14 @@ public:
     /// watches the pass), 0 where no chain starts at i. After such a forward, activations i + 1 ..
     /// i + k - 1 (inside the chain) are its output, as activation(i + k).
     static constexpr std::size_t chain_length(std::size_t i) { return i < num_layers ? chain_[i] : 0; }
+    /// The number of layers after layer i that run in its epilogue as one expression (when no
+    /// observer watches the pass), 0 where none do (or a lone ReLU does: fuses_relu). After such a
+    /// forward, activation(i + 1) is layer i's own output and activations i + 2 .. i + k are the
+    /// tail's output, as activation(i + k + 1) (in training, with a BatchNorm first in the tail,
+    /// activation(i + 2) is the BatchNorm's output).
+    static constexpr std::size_t epilogue_length(std::size_t i) { return i < num_layers ? epi_[i] : 0; }
+    /// Whether layer i's tail starts with a BatchNorm that it folds into its epilogue in evaluation mode.
+    static constexpr bool folds_batch_norm(std::size_t i) { return i < num_layers && epi_bn_[i]; }
 
     /// Builds the network with Paddle's default initialisation (or `scheme`'s) drawn from `seed`.
     /// Moving or copying keeps the parameters (layers hold no pointers; the context does).
@@ -259,12 +297,19 @@ private:
         last_step_ = step_;
         constexpr bool observed = ForwardObserver<std::remove_reference_t<Obs>, value_type>;
         fused_forward_ = !observed;
+        materialized_ = false;
+        folded_ = !observed && has_fold_ && mode_ == Mode::eval;
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
             enter_layer(I);
             if constexpr (!observed && fused_relu_at<I>) {
                 return;  // ran in layer I-1's epilogue
             } else if constexpr (!observed && in_chain<I>) {
                 return;  // ran in the chain that starts before it
+            } else if constexpr (!observed && in_tail<I>) {
+                return;  // ran in the epilogue of the producer before it
+            } else if constexpr (!observed && epi_[I] > 0) {
+                forward_epilogue<I>();
+                return;
             } else if constexpr (!observed && chain_[I] > 0) {
                 kernel<op::map, B>::run(chain_at<I>(), activation_ptr(I), activation_ptr(I + chain_[I]),
                                         batch_ * info::dims[I].size());
@@ -400,7 +445,9 @@ private:
     /// fused_[i]: layer i is followed by a ReLU it runs in its epilogue.
     static constexpr std::array<bool, num_layers> fused_ = []<std::size_t... I>(std::index_sequence<I...>) {
         return std::array<bool, num_layers>{[] {
-            if constexpr (I + 1 < num_layers) return ReluEpilogueLayer<layer_t<I>, B> && FusableRelu<layer_t<I + 1>>;
+            if constexpr (I + 2 < num_layers)  // a lone ReLU: one with activations after it is a longer tail
+                return ReluEpilogueLayer<layer_t<I>, B> && FusableRelu<layer_t<I + 1>> && !ElementwiseLayer<layer_t<I + 2>>;
+            else if constexpr (I + 1 < num_layers) return ReluEpilogueLayer<layer_t<I>, B> && FusableRelu<layer_t<I + 1>>;
             else return false;
         }()...};
     }(std::index_sequence_for<Ls...>{});
@@ -413,6 +460,74 @@ private:
         if constexpr (ElementwiseLayer<L>) return expr::cheap_forward<typename L::functor>;
         else return false;
     }();
+    /// The producer tails: epi_[i] = k >= 1 layers after producer i run in its epilogue (a
+    /// BatchNorm first where epi_bn_[i]; then elementwise layers, every one but the last cheap to
+    /// recompute), taken greedily; a tail that is one ReLU which the producer fuses (fused_) is not one.
+    struct tail_tables {
+        std::array<std::size_t, num_layers> len{};
+        std::array<bool, num_layers> bn{};
+    };
+    static constexpr tail_tables tails_ = [] {
+        constexpr std::array<bool, num_layers> ew{ElementwiseLayer<Ls>...};
+        constexpr std::array<bool, num_layers> cheap{cheap_layer<Ls>...};
+        constexpr std::array<bool, num_layers> producer{MapEpilogueLayer<Ls, B>...};
+        constexpr std::array<bool, num_layers> foldable{FoldableBatchNorm<Ls, B>...};
+        constexpr std::array<bool, num_layers> first = []<std::size_t... I>(std::index_sequence<I...>) {
+            return std::array<bool, num_layers>{[] {
+                if constexpr (MapEpilogueLayer<layer_t<I>, B>) return static_cast<bool>(layer_t<I>::channels_first(info::dims[I]));
+                else return false;
+            }()...};
+        }(std::index_sequence_for<Ls...>{});
+        tail_tables t;
+        for (std::size_t i = 0; i < num_layers; ++i) {
+            if (!producer[i] || fused_[i]) continue;
+            std::size_t j = i + 1;
+            const bool bn = j < num_layers && foldable[j] && first[i];
+            if (bn) ++j;
+            const std::size_t start = j;
+            while (j < num_layers && ew[j] && (j == start || cheap[j - 1])) ++j;
+            if (j == i + 1) continue;
+            t.len[i] = j - i - 1;
+            t.bn[i] = bn;
+            i = j - 1;
+        }
+        return t;
+    }();
+    static constexpr std::array<std::size_t, num_layers> epi_ = tails_.len;
+    static constexpr std::array<bool, num_layers> epi_bn_ = tails_.bn;
+    static constexpr bool has_fold_ = [] {
+        for (std::size_t i = 0; i < num_layers; ++i)
+            if (epi_bn_[i] && epi_[i] >= 2) return true;
+        return false;
+    }();
+    /// claimed_[i]: layer i runs in the epilogue of a producer before it.
+    static constexpr std::array<bool, num_layers> claimed_ = [] {
+        std::array<bool, num_layers> c{};
+        for (std::size_t i = 0; i < num_layers; ++i)
+            for (std::size_t j = 1; j <= epi_[i]; ++j) c[i + j] = true;
+        return c;
+    }();
+    /// Layer I runs in the epilogue of a producer before it.
+    template <std::size_t I>
+    static constexpr bool in_tail = [] {
+        for (std::size_t j = 0; j < I; ++j)
+            if (epi_[j] > 0 && j + epi_[j] >= I) return true;
+        return false;
+    }();
+    /// The most channels of a folded BatchNorm: the fold buffer holds a scale and a shift per channel.
+    static constexpr std::size_t fold_channels_ = []<std::size_t... I>(std::index_sequence<I...>) {
+        std::size_t m = 0;
+        ((m = std::max(m, [] {
+              if constexpr (I + 1 < num_layers) {
+                  if constexpr (FoldableBatchNorm<layer_t<I + 1>, B>)
+                      if (epi_bn_[I]) return std::size_t{layer_t<I + 1>::channels};
+              }
+              return std::size_t{0};
+          }())),
+         ...);
+        return m;
+    }(std::index_sequence_for<Ls...>{});
+
     /// chain_[i] = k >= 2: layers i .. i+k-1 are elementwise and run as one chain, every one but the
     /// last cheap to recompute (expr::cheap_forward: its backward recomputes them); runs taken
     /// greedily from the left, a ReLU that runs in the epilogue of the layer before it not counted.
@@ -421,7 +536,7 @@ private:
         constexpr std::array<bool, num_layers> cheap{cheap_layer<Ls>...};
         std::array<std::size_t, num_layers> c{};
         for (std::size_t i = 0; i < num_layers;) {
-            if (!ew[i] || (i > 0 && fused_[i - 1])) {
+            if (!ew[i] || (i > 0 && fused_[i - 1]) || claimed_[i]) {
                 ++i;
                 continue;
             }
@@ -454,9 +569,129 @@ private:
         for (std::size_t i = 0; i < num_layers; ++i) {
             if (fused_[i]) s[i + 1] = i + 2;
             for (std::size_t j = 1; j < chain_[i]; ++j) s[i + j] = i + chain_[i];
+            // a tail's activations inside it are its output (a BatchNorm's own output aside)
+            for (std::size_t j = epi_bn_[i] ? 3 : 2; j <= epi_[i]; ++j) s[i + j] = i + epi_[i] + 1;
         }
         return s;
     }();
+
+    /// The expression of layers J .. J+M-1 (elementwise, with their settings); the identity for none.
+    template <std::size_t J, std::size_t M>
+    auto tail_fn() const {
+        if constexpr (M == 0) return expr::chain<expr::identity>{};
+        else
+            return [&]<std::size_t... K>(std::index_sequence<K...>) {
+                return expr::then(std::get<J + K>(layers_).fn...);
+            }(std::make_index_sequence<M>{});
+    }
+
+    /// Producer I and its tail of k layers: z into activation I+1, the tail's output into I+k+1.
+    template <std::size_t I>
+    void forward_epilogue() {
+        constexpr std::size_t k = epi_[I];
+        const auto& layer = std::get<I>(layers_);
+        if constexpr (epi_bn_[I]) {
+            const auto& bn = std::get<I + 1>(layers_);
+            constexpr std::size_t C = layer_t<I + 1>::channels;
+            if (mode_ == Mode::eval) {  // folded: one pass after the producer
+                enter_layer(I + 1);
+                bn.fold(ctx_, fold_.data(), fold_.data() + C);
+                enter_layer(I);
+                layer.forward_map(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1),
+                                  activation_ptr(I + k + 1), batch_, tail_fn<I + 2, k - 1>(),
+                                  static_cast<const value_type*>(fold_.data()),
+                                  static_cast<const value_type*>(fold_.data() + C));
+            } else {  // batch statistics: the BatchNorm as itself, the activations after it one chain
+                layer.forward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), batch_);
+                enter_layer(I + 1);
+                bn.forward(ctx_, info::dims[I + 1], activation_ptr(I + 1), activation_ptr(I + 2), batch_);
+                if constexpr (k >= 2)
+                    kernel<op::map, B>::run(tail_fn<I + 2, k - 1>(), activation_ptr(I + 2), activation_ptr(I + k + 1),
+                                            batch_ * info::dims[I + 2].size());
+            }
+        } else {
+            layer.forward_map(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), activation_ptr(I + k + 1),
+                              batch_, tail_fn<I + 1, k>(), static_cast<const value_type*>(nullptr),
+                              static_cast<const value_type*>(nullptr));
+        }
+    }
+
+    /// The backward of producer I's tail and of I: cur holds the gradient of the tail's output (the
+    /// chain's backward overwrites it in place); dx: where I's input gradient goes (null: none).
+    template <std::size_t I>
+    void backward_epilogue(value_type*& cur, value_type*& next, value_type* dx) {
+        constexpr std::size_t k = epi_[I];
+        if constexpr (epi_bn_[I]) {
+            if constexpr (k >= 2)
+                kernel<op::map_backward, B>::run(tail_fn<I + 2, k - 1>(), activation_ptr(I + 2),
+                                                 activation_ptr(I + k + 1), cur, cur, batch_ * info::dims[I + 2].size());
+            enter_layer(I + 1);
+            std::get<I + 1>(layers_).backward(ctx_, info::dims[I + 1], activation_ptr(I + 1), activation_ptr(I + 2),
+                                              cur, next, batch_);
+            std::swap(cur, next);  // cur: the gradient of the producer's output
+            if (dx == cur) dx = next;
+            enter_layer(I);
+        } else {
+            kernel<op::map_backward, B>::run(tail_fn<I + 1, k>(), activation_ptr(I + 1), activation_ptr(I + k + 1), cur,
+                                             cur, batch_ * info::dims[I + 1].size());
+        }
+        std::get<I>(layers_).backward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 1), cur, dx, batch_);
+    }
+
+    /// After a folded forward: the folded BatchNorms' own outputs (which it did not write), so that
+    /// the backward (and activation()) see the layers' values.
+    void unfold() {
+        folded_ = false;
+        for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+            if constexpr (epi_bn_[I] && epi_[I] >= 2) {
+                enter_layer(I + 1);
+                const Mode m = ctx_.mode;
+                ctx_.mode = Mode::eval;
+                std::get<I + 1>(layers_).forward(ctx_, info::dims[I + 1], activation_ptr(I + 1), activation_ptr(I + 2),
+                                                 batch_);
+                ctx_.mode = m;
+            }
+        });
+    }
+
+    /// fold_slot_[i]: where activation i is after a folded forward (a folded BatchNorm's output, in a
+    /// tail with activations after it, is the tail's output until unfold writes it).
+    static constexpr std::array<std::size_t, num_layers + 1> fold_slot_ = [] {
+        std::array<std::size_t, num_layers + 1> s{};
+        for (std::size_t i = 0; i <= num_layers; ++i) s[i] = i;
+        for (std::size_t i = 0; i < num_layers; ++i)
+            if (epi_bn_[i] && epi_[i] >= 2) s[i + 2] = i + epi_[i] + 1;
+        return s;
+    }();
+
+    /// relu_slot_: slot_ with the fused ReLUs' redirections only (after materialize).
+    static constexpr std::array<std::size_t, num_layers + 1> relu_slot_ = [] {
+        std::array<std::size_t, num_layers + 1> s{};
+        for (std::size_t i = 0; i <= num_layers; ++i) s[i] = i;
+        for (std::size_t i = 0; i < num_layers; ++i)
+            if (fused_[i]) s[i + 1] = i + 2;
+        return s;
+    }();
+
+    /// Before an observed backward after a fused forward (DataParallel's per-layer allreduce): the
+    /// values inside chains and tails, which that forward did not write, computed layer by layer
+    /// into their own slots (the bits the chain computed inside), so that each layer's backward
+    /// reads its own input and output. A fused ReLU's backward needs none (its output decides).
+    void materialize() {
+        materialized_ = true;
+        for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+            // The run's layers whose outputs are inside it: [first, last).
+            constexpr std::size_t first = chain_[I] > 0 ? I : (epi_[I] > 0 ? I + (epi_bn_[I] ? 2 : 1) : 0);
+            constexpr std::size_t last = chain_[I] > 0 ? I + chain_[I] - 1 : (epi_[I] > 0 ? I + epi_[I] : 0);
+            if constexpr (first < last)
+                [&]<std::size_t... J>(std::index_sequence<J...>) {
+                    ((enter_layer(first + J), std::get<first + J>(layers_).forward(ctx_, info::dims[first + J],
+                                                                                   activation_ptr(first + J),
+                                                                                   activation_ptr(first + J + 1), batch_)),
+                     ...);
+                }(std::make_index_sequence<last - first>{});
+        });
+    }
 
     template <class F>
     static void for_each_layer(F&& f) {
@@ -475,7 +710,8 @@ private:
     }
 
     value_type* activation_ptr(std::size_t i) const {
-        if (fused_forward_) i = slot_[i];  // only the fused ReLU's or the chain's output was written
+        if (fused_forward_) i = materialized_ ? relu_slot_[i] : slot_[i];  // only a fused ReLU's, chain's or tail's output was written
+        if (folded_) i = fold_slot_[i];    // a folded BatchNorm's output was not written
         std::size_t off = 0;
         for (std::size_t k = 0; k < i; ++k) off += info::dims[k].size();
         return const_cast<value_type*>(acts_.data()) + off * capacity_;
@@ -509,6 +745,9 @@ private:
         ctx_.step = last_step_;
         ctx_.workspace = workspace_.data();
         ctx_.workspace_size = workspace_.size();
+        if (folded_) unfold();
+        if constexpr (BackwardObserver<Obs, value_type>)
+            if (fused_forward_ && !materialized_) materialize();  // each layer's backward sees its own values
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             (backward_layer<num_layers - 1 - I>(cur, next, dx_out, obs), ...);
         }(std::index_sequence_for<Ls...>{});
@@ -525,13 +764,16 @@ private:
         constexpr bool observed = BackwardObserver<Obs, value_type>;
         if constexpr (!observed && fused_relu_at<I>) return;  // layer I-1 masks dy itself
         if constexpr (!observed && in_chain<I>) return;       // the chain's first layer runs its backward
+        if constexpr (!observed && in_tail<I>) return;        // the producer runs its tail's backward
         enter_layer(I);
         value_type* dx = I == 0 ? dx_out : next;
         // No layer before I has parameters, no observer looks and no input gradient was asked for:
         // I's input gradient would be discarded (the MLP's first Linear after Flatten), so skip it.
         if constexpr (!parametric_before<I> && !observed)
             if (dx_out == nullptr) dx = nullptr;
-        if constexpr (!observed && chain_[I] > 0) {  // the whole chain, from its input and output
+        if constexpr (!observed && epi_[I] > 0) {
+            backward_epilogue<I>(cur, next, dx);
+        } else if constexpr (!observed && chain_[I] > 0) {  // the whole chain, from its input and output
             if (dx)
                 kernel<op::map_backward, B>::run(chain_at<I>(), activation_ptr(I), activation_ptr(I + chain_[I]), cur,
                                                  dx, batch_ * info::dims[I].size());
@@ -563,7 +805,10 @@ private:
     std::size_t batch_ = 0;
     std::size_t capacity_ = 0;
     bool fused_forward_ = false;  ///< the last forward ran fused layers (activation_ptr then redirects)
+    bool materialized_ = false;  ///< the values inside chains and tails were written since (materialize)
+    bool folded_ = false;  ///< the last forward folded BatchNorms (their outputs are unwritten until unfold)
     buffer<value_type> acts_, grad_a_, grad_b_, workspace_;
+    buffer<value_type> fold_ = store::template make<value_type>(2 * fold_channels_);  ///< folded scales, then shifts
 };
 
 }  // namespace oar

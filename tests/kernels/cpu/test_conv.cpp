@@ -9,8 +9,10 @@
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/conv.hpp>  // the header under test
+#include <oar/kernels/expr.hpp>      // expr::then: the expressions bias_map and conv2d_forward_map run
 #include <oar/core/thread_pool.hpp>  // set_num_threads: results must not depend on it
 
+#include <algorithm>  // std::max
 #include <cmath>    // std::abs
 #include <cstddef>  // std::size_t, std::ptrdiff_t
 #include <cstdint>  // std::uint64_t
@@ -385,5 +387,68 @@ TEST_CASE("conv2d with a fused ReLU gives the bits of conv2d followed by the ReL
                 CHECK(fdb == db);
                 CHECK(fdx == dx);
             }
+    });
+}
+
+TEST_CASE("bias_map gives the bits of bias_add followed by the map of its expression, on rows and planes") {
+    const auto f = oar::expr::then(oar::leaky_relu_fn{-0.3f}, oar::hardswish_fn{}, oar::tanh_fn{});
+    for (std::size_t inner : {1u, 37u}) {
+        constexpr std::size_t n = 3, channels = 35;  // 35: whole vectors and a partial one when inner == 1
+        INFO("inner=" << inner);
+        const auto z0 = random_vector<float>(n * channels * inner, 5);
+        const auto b = random_vector<float>(channels, 6);
+        auto z = z0, plain = z0;
+        std::vector<float> y(z0.size(), 9.0f), py(z0.size());
+        oar::kernel<oar::op::bias_map, oar::cpu>::run(f, b.data(), static_cast<const float*>(nullptr),
+                                                      static_cast<const float*>(nullptr), z.data(), y.data(), n, channels,
+                                                      inner);
+        oar::kernel<oar::op::bias_add, oar::cpu>::run(plain.data(), b.data(), n, channels, inner);
+        oar::kernel<oar::op::map, oar::cpu>::run(f, plain.data(), py.data(), py.size());
+        CHECK(z == plain);  // z keeps the layer's output, bias included
+        CHECK(y == py);
+        // Without a bias z is only read; with a scale and shift, y = f(z * s[c] + t[c]).
+        const auto s = random_vector<float>(channels, 7), t = random_vector<float>(channels, 8);
+        auto z2 = z0;
+        oar::kernel<oar::op::bias_map, oar::cpu>::run(oar::relu_fn{}, static_cast<const float*>(nullptr), s.data(),
+                                                      t.data(), z2.data(), y.data(), n, channels, inner);
+        CHECK(z2 == z0);
+        std::size_t bad = 0;
+        for (std::size_t i = 0; i < z0.size(); ++i) {
+            const std::size_t c = (i / inner) % channels;
+            const double want = std::max(0.0, static_cast<double>(z0[i]) * s[c] + t[c]);
+            bad += std::abs(y[i] - want) > 1e-6 * (std::abs(static_cast<double>(z0[i]) * s[c]) + std::abs(t[c]));
+        }
+        CHECK(bad == 0);
+    }
+}
+
+TEST_CASE("conv2d_forward_map gives the bits of conv2d_forward followed by the map of its expression on every path") {
+    oar_test::for_each_isa([&] {
+        struct Case {
+            oar::ConvGeometry g;
+            std::size_t out_c, n;
+        };
+        const Case cases[] = {
+            {{3, 9, 9, 3, 1, 1}, 5, 3},     // stride 1, few channels: the implicit GEMM
+            {{8, 10, 10, 3, 1, 1}, 8, 19},  // 3x3, 8 channels: Winograd (and the direct path for the last few)
+            {{9, 7, 6, 3, 2, 1}, 4, 4},     // stride 2: im2col
+        };
+        const auto f = oar::expr::then(oar::elu_fn{0.7f}, oar::sigmoid_fn{});
+        for (const auto& c : cases) {
+            const auto& g = c.g;
+            INFO(describe(g) << " out_c=" << c.out_c << " n=" << c.n);
+            const std::size_t in_size = g.channels * g.height * g.width, ny = c.n * c.out_c * g.col_cols();
+            const auto x = random_vector<float>(c.n * in_size, 51), w = random_vector<float>(c.out_c * g.col_rows(), 52);
+            const auto b = random_vector<float>(c.out_c, 53);
+            std::vector<float> z(ny), y(ny), fz(ny, 7.0f), fy(ny, 7.0f);
+            oar::kernel<oar::op::conv2d_forward, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), b.data(), z.data());
+            oar::kernel<oar::op::map, oar::cpu>::run(f, z.data(), y.data(), ny);
+            oar::kernel<oar::op::conv2d_forward_map, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), b.data(), f,
+                                                                    static_cast<const float*>(nullptr),
+                                                                    static_cast<const float*>(nullptr), fz.data(),
+                                                                    fy.data());
+            CHECK(fz == z);
+            CHECK(fy == y);
+        }
     });
 }

@@ -42,4 +42,16 @@ struct kernel<op::batch_norm_backward, basic_cpu<T>> {
     }
 };
 
+/// kernel<op::batch_norm_fold, cpu>::run(channels, gamma, beta, running_mean, running_var, eps, scale,
+/// shift): the evaluation-mode BatchNorm as y = x * scale[c] + shift[c], the scale and shift its
+/// forward computes (rows::batch_norm_affine), for a producer's epilogue to apply (op::bias_map).
+template <class T>
+struct kernel<op::batch_norm_fold, basic_cpu<T>> {
+    static void run(std::size_t channels, const T* gamma, const T* beta, const T* running_mean, const T* running_var,
+                    float eps, T* scale, T* shift) {
+        for (std::size_t c = 0; c < channels; ++c)
+            rows::batch_norm_fold_channel(c, gamma, beta, running_mean, running_var, eps, scale, shift);
+    }
+};
+
 }  // namespace oar

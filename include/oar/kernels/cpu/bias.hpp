@@ -1,6 +1,8 @@
 // CPU kernels for per-channel bias: add it (op::bias_add), add it with a fused ReLU
-// (op::bias_relu), and its gradient (op::bias_grad), over (n, channels, inner) tensors: Linear's
-// rows (inner = 1) and Conv2D's planes. Its own header so that a Linear pulls in no convolution code.
+// (op::bias_relu), add it and run a producer's elementwise tail (op::bias_map: an expr::chain of
+// activations, an eval-mode BatchNorm folded into a per-channel scale and shift), and its gradient
+// (op::bias_grad), over (n, channels, inner) tensors: Linear's rows (inner = 1) and Conv2D's planes.
+// Its own header so that a Linear pulls in no convolution code.
 #pragma once
 
 #include <cstddef>  // std::size_t
@@ -8,6 +10,7 @@
 #include "../../config.hpp"     // OAR_RESTRICT
 #include "../../core/simd.hpp"  // xsimd::batch, select, hadd
 #include "../dispatch.hpp"      // kernel, op::bias_*
+#include "elementwise.hpp"      // SimdFunctor: op::bias_map's functor
 
 namespace oar {
 
@@ -58,6 +61,90 @@ struct kernel<op::bias_relu, basic_cpu<T>> {
                     p[i] = v < T(0) ? T(0) : v;
                 }
             }
+    }
+};
+
+namespace cpu_detail {
+/// One run of len values of op::bias_map: z[i] += b (when has_bias), then y[i] = f(z[i] * s + t)
+/// (when has_affine) or f(z[i]). PerValue: b, s, t are arrays along the run (Linear's rows);
+/// otherwise one value each for the whole run (a Conv2D channel's plane). Every value goes through
+/// f's SIMD members where f has them, the last partial vector zero-padded (as map_span), so the
+/// bits of f do not depend on the position.
+template <bool PerValue, class F, class T>
+void bias_map_run(const F& f, const T* b, const T* s, const T* t, T* OAR_RESTRICT z, T* OAR_RESTRICT y,
+                  std::size_t len, bool has_bias, bool has_affine) {
+    if constexpr (SimdFunctor<F, T>) {
+        using V = xsimd::batch<T>;
+        constexpr std::size_t W = V::size;
+        // bp, sp, tp: where this vector's bias, scale and shift are (the run's one value, or arrays)
+        auto step = [&](const T* zi, T* zo, T* yo, const T* bp, const T* sp, const T* tp) {
+            V v = V::load_unaligned(zi);
+            if (has_bias) {
+                v = v + (PerValue ? V::load_unaligned(bp) : V(*bp));
+                v.store_unaligned(zo);
+            }
+            if (has_affine) v = v * (PerValue ? V::load_unaligned(sp) : V(*sp)) + (PerValue ? V::load_unaligned(tp) : V(*tp));
+            f.simd_apply(v).store_unaligned(yo);
+        };
+        const std::size_t whole = len / W * W;
+        const std::size_t adv = PerValue ? 1 : 0;
+        std::size_t i = 0;
+        for (; i < whole; i += W)
+            step(z + i, z + i, y + i, has_bias ? b + i * adv : b, has_affine ? s + i * adv : s,
+                 has_affine ? t + i * adv : t);
+        if (i < len) {
+            alignas(64) T zb[W] = {}, yb[W] = {}, bb[W] = {}, sb[W] = {}, tb[W] = {};
+            std::copy(z + i, z + len, zb);
+            const T *bp = b, *sp = s, *tp = t;
+            if constexpr (PerValue) {  // the arrays' tails, zero-padded too
+                for (std::size_t j = 0; b && j < len - i; ++j) bb[j] = b[i + j];
+                for (std::size_t j = 0; s && t && j < len - i; ++j) {
+                    sb[j] = s[i + j];
+                    tb[j] = t[i + j];
+                }
+                bp = bb;
+                sp = sb;
+                tp = tb;
+            }
+            step(zb, zb, yb, bp, sp, tp);
+            if (has_bias) std::copy(zb, zb + (len - i), z + i);
+            std::copy(yb, yb + (len - i), y + i);
+        }
+    } else {
+        for (std::size_t i = 0; i < len; ++i) {
+            T v = z[i];
+            if (has_bias) z[i] = v = v + (PerValue ? b[i] : *b);
+            if (has_affine) v = v * (PerValue ? s[i] : *s) + (PerValue ? t[i] : *t);
+            y[i] = f(v);
+        }
+    }
+}
+}  // namespace cpu_detail
+
+/// kernel<op::bias_map, cpu>::run(f, b, scale, shift, z, y, n, channels, inner): the elementwise tail
+/// of a producer in one pass over z (n, channels, inner), the producer's output: z += b[c] when b
+/// is not null (z keeps the layer's output, which the tail's backward reads), then
+/// y = f(z * scale[c] + shift[c]) when scale is not null (an eval-mode BatchNorm folded: shift not
+/// null then), else y = f(z). f is an elementwise functor (an expr::chain). Without b, z is only
+/// read. The bits of bias_add, then (without scale) op::map of f.
+template <class T>
+struct kernel<op::bias_map, basic_cpu<T>> {
+    template <class F>
+    static void run(const F& f, const T* b, const T* scale, const T* shift, T* z, T* y, std::size_t n,
+                    std::size_t channels, std::size_t inner) {
+        const bool has_bias = b != nullptr, has_affine = scale != nullptr;
+        if (inner == 1) {  // Linear: rows of `channels` features
+            for (std::size_t r = 0; r < n; ++r)
+                cpu_detail::bias_map_run<true>(f, b, scale, shift, z + r * channels, y + r * channels, channels,
+                                               has_bias, has_affine);
+            return;
+        }
+        for (std::size_t r = 0; r < n * channels; ++r) {
+            const std::size_t c = r % channels;
+            cpu_detail::bias_map_run<false>(f, has_bias ? b + c : b, has_affine ? scale + c : scale,
+                                            has_affine ? shift + c : shift, z + r * inner, y + r * inner, inner,
+                                            has_bias, has_affine);
+        }
     }
 };
 

@@ -27,6 +27,7 @@
 #include <algorithm>  // std::min, std::max, std::fill, std::copy
 #include <array>      // std::array: the weight-gradient tiles by shape
 #include <cstddef>    // std::size_t
+#include <type_traits>  // std::is_same_v: conv2d_forward_batch without a post
 #include <utility>    // std::index_sequence
 
 #include "../../config.hpp"            // OAR_RESTRICT
@@ -150,6 +151,13 @@ struct kernel<op::im2row, basic_cpu<T>> {
     }
 };
 
+namespace cpu_detail {
+/// conv2d_forward_batch's default post: nothing runs after each sample.
+struct no_post {
+    void operator()(std::size_t) const {}
+};
+}  // namespace cpu_detail
+
 // The batch kernels, once per ISA (isa/region.inc): isa_<name>::conv2d_forward_batch and
 // conv2d_backward_batch, dispatched by the kernel<op::conv2d_*> below; with OAR_EXTERN_KERNELS
 // (config.hpp) the dispatchers are only declared here and the oar::kernels library holds them
@@ -181,10 +189,10 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
 #else
 #define OAR_CONV_DISPATCH(name, ...) return isa_sse2::name(__VA_ARGS__);
 #endif
-template <bool Relu, class T>
+template <bool Relu, class T, class Post = no_post>
 void conv2d_forward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
-                          T* y) {
-    OAR_CONV_DISPATCH(conv2d_forward_batch<Relu>, g, out_c, n, x, w, b, y)
+                          T* y, const Post& post = Post{}) {
+    OAR_CONV_DISPATCH(conv2d_forward_batch<Relu>, g, out_c, n, x, w, b, y, post)
 }
 template <bool Relu, class T>
 void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w,
@@ -215,6 +223,24 @@ struct kernel<op::conv2d_forward_relu, basic_cpu<T>> {
     }
 };
 
+/// kernel<op::conv2d_forward_map, cpu>::run(g, out_c, n, x, w, b, f, scale, shift, z, y): the
+/// convolution into z (n, out_c, OH, OW), bias included, then the elementwise tail
+/// y = f(z * scale[c] + shift[c]) (or f(z) when scale is null) of each sample as soon as its output
+/// is written (op::bias_map on that sample, in the same task): the bits of conv2d_forward followed
+/// by op::map of f (and, with a scale, within the bound of a folded BatchNorm).
+template <class T>
+struct kernel<op::conv2d_forward_map, basic_cpu<T>> {
+    template <class F>
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
+                    const F& f, const T* scale, const T* shift, T* z, T* y) {
+        const std::size_t per = out_c * g.col_cols();
+        const auto post = [&](std::size_t s) {
+            kernel<op::bias_map, basic_cpu<T>>::run(f, static_cast<const T*>(nullptr), scale, shift, z + s * per,
+                                                    y + s * per, 1, out_c, g.col_cols());
+        };
+        cpu_detail::conv2d_forward_batch<false>(g, out_c, n, x, w, b, z, post);
+    }
+};
 
 /// kernel<op::conv2d_backward, cpu>::run(g, out_c, n, x, w, dy, dw, db, dx):
 ///   dw (out_c, C*K*K) += sum_s dy_s row_s; db (out_c) += sums of dy; dx (n, C, H, W) = input

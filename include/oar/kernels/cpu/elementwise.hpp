@@ -171,38 +171,72 @@ struct kernel<op::relu_mask, basic_cpu<T>> {
     }
 };
 
-/// kernel<op::map, cpu>::run(f, x, y, n): y[i] = f(x[i]); x == y (in place) is allowed.
+namespace cpu_detail {
+/// y[i] = f(x[i]) for i < n on this thread. With f's SIMD members every element goes through
+/// simd_apply, the last partial vector through a zero-padded one, so an element's bits do not depend
+/// on where it sits in the array: a map over a part of a tensor (a producer's epilogue, one sample
+/// at a time) gives the bits of a map over the whole. x == y (in place) is allowed.
+template <class F, class T>
+void map_span(const F& f, const T* x, T* y, std::size_t n) {
+    std::size_t i = 0;
+    if constexpr (SimdFunctor<F, T>) {
+        using B = xsimd::batch<T>;
+        const std::size_t whole = n / B::size * B::size;  // (a bound g++ sees through)
+        for (; i < whole; i += B::size) f.simd_apply(B::load_unaligned(x + i)).store_unaligned(y + i);
+        if (i < n) {
+            alignas(64) T buf[B::size] = {};
+            std::copy(x + i, x + n, buf);
+            f.simd_apply(B::load_aligned(buf)).store_aligned(buf);
+            std::copy(buf, buf + (n - i), y + i);
+        }
+    } else {
+        for (; i < n; ++i) y[i] = f(x[i]);
+    }
+}
+
+/// dx[i] = f.backward(x[i], y[i], dy[i]) for i < n on this thread, every element through
+/// simd_backward when f has it (as map_span). dx may be dy (in place).
+template <class F, class T>
+void map_backward_span(const F& f, const T* x, const T* y, const T* dy, T* dx, std::size_t n) {
+    std::size_t i = 0;
+    if constexpr (SimdFunctor<F, T>) {
+        using B = xsimd::batch<T>;
+        const std::size_t whole = n / B::size * B::size;
+        for (; i < whole; i += B::size)
+            f.simd_backward(B::load_unaligned(x + i), B::load_unaligned(y + i), B::load_unaligned(dy + i))
+                .store_unaligned(dx + i);
+        if (i < n) {
+            alignas(64) T bx[B::size] = {}, by[B::size] = {}, bd[B::size] = {};
+            std::copy(x + i, x + n, bx);
+            std::copy(y + i, y + n, by);
+            std::copy(dy + i, dy + n, bd);
+            f.simd_backward(B::load_aligned(bx), B::load_aligned(by), B::load_aligned(bd)).store_aligned(bd);
+            std::copy(bd, bd + (n - i), dx + i);
+        }
+    } else {
+        for (; i < n; ++i) dx[i] = f.backward(x[i], y[i], dy[i]);
+    }
+}
+}  // namespace cpu_detail
+
+/// kernel<op::map, cpu>::run(f, x, y, n): y[i] = f(x[i]); x == y (in place) is allowed. Every
+/// element through f's SIMD members where it has them (cpu_detail::map_span).
 template <class T>
 struct kernel<op::map, basic_cpu<T>> {
     template <class F>
     static void run(const F& f, const T* x, T* y, std::size_t n) {
-        cpu_detail::for_chunks(n, [&](std::size_t b, std::size_t e) {
-            std::size_t i = b;
-            if constexpr (SimdFunctor<F, T>) {
-                using B = xsimd::batch<T>;
-                const std::size_t whole = b + (e - b) / B::size * B::size;  // (a bound g++ sees through)
-                for (; i < whole; i += B::size) f.simd_apply(B::load_unaligned(x + i)).store_unaligned(y + i);
-            }
-            for (; i < e; ++i) y[i] = f(x[i]);
-        });
+        cpu_detail::for_chunks(n, [&](std::size_t b, std::size_t e) { cpu_detail::map_span(f, x + b, y + b, e - b); });
     }
 };
 
-/// kernel<op::map_backward, cpu>::run(f, x, y, dy, dx, n): dx[i] = f.backward(x[i], y[i], dy[i]).
+/// kernel<op::map_backward, cpu>::run(f, x, y, dy, dx, n): dx[i] = f.backward(x[i], y[i], dy[i]);
+/// dx may be dy (in place).
 template <class T>
 struct kernel<op::map_backward, basic_cpu<T>> {
     template <class F>
     static void run(const F& f, const T* x, const T* y, const T* dy, T* dx, std::size_t n) {
         cpu_detail::for_chunks(n, [&](std::size_t b, std::size_t e) {
-            std::size_t i = b;
-            if constexpr (SimdFunctor<F, T>) {
-                using B = xsimd::batch<T>;
-                const std::size_t whole = b + (e - b) / B::size * B::size;
-                for (; i < whole; i += B::size)
-                    f.simd_backward(B::load_unaligned(x + i), B::load_unaligned(y + i), B::load_unaligned(dy + i))
-                        .store_unaligned(dx + i);
-            }
-            for (; i < e; ++i) dx[i] = f.backward(x[i], y[i], dy[i]);
+            cpu_detail::map_backward_span(f, x + b, y + b, dy + b, dx + b, e - b);
         });
     }
 };

@@ -90,6 +90,21 @@ OAR_HOST_DEVICE void bias_add_body(const Thread& t, T* y, const T* b, std::size_
     for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) y[i] += b[(i / inner) % channels];
 }
 
+/// A producer's elementwise tail over z (n, channels, inner) (op::bias_map): z += b[c] when b is not
+/// null, then y = f(z * scale[c] + shift[c]) when scale is not null, else y = f(z).
+template <class F, class T>
+OAR_HOST_DEVICE void bias_map_body(const Thread& t, const F& f, const T* b, const T* scale, const T* shift, T* z, T* y,
+                                   std::size_t n, std::size_t channels, std::size_t inner) {
+    const std::size_t total = n * channels * inner;
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) {
+        const std::size_t c = (i / inner) % channels;
+        T v = z[i];
+        if (b) z[i] = v = v + b[c];
+        if (scale) v = v * scale[c] + shift[c];
+        y[i] = f(v);
+    }
+}
+
 /// Phases of bias_grad_body for a block of `block_dim` threads (a power of two): one partial-sum
 /// phase, log2(block_dim) tree phases, one write phase.
 constexpr unsigned bias_grad_phases(unsigned block_dim) {
@@ -333,6 +348,14 @@ OAR_HOST_DEVICE void batch_norm_forward_body(const Thread& t, std::size_t n, std
     for (std::size_t c = t.global_x(); c < channels; c += t.stride_x())
         oar::rows::batch_norm_forward_channel(n, channels, inner, c, x, gamma, beta, running_mean, running_var, train,
                                               momentum, eps, y);
+}
+
+/// The eval-mode BatchNorm as scale[c], shift[c] (op::batch_norm_fold), one thread per channel.
+template <class T>
+OAR_HOST_DEVICE void batch_norm_fold_body(const Thread& t, std::size_t channels, const T* gamma, const T* beta,
+                                          const T* running_mean, const T* running_var, float eps, T* scale, T* shift) {
+    for (std::size_t c = t.global_x(); c < channels; c += t.stride_x())
+        oar::rows::batch_norm_fold_channel(c, gamma, beta, running_mean, running_var, eps, scale, shift);
 }
 
 /// BatchNorm's backward: dgamma, dbeta accumulated; dx (may be null) overwritten.

@@ -131,6 +131,16 @@ __global__ void batch_norm_forward_kernel(std::size_t n, std::size_t channels, s
                             momentum, eps, y);
 }
 template <class T>
+__global__ void batch_norm_fold_kernel(std::size_t channels, const T* gamma, const T* beta, const T* running_mean,
+                                       const T* running_var, float eps, T* scale, T* shift) {
+    batch_norm_fold_body(this_thread(), channels, gamma, beta, running_mean, running_var, eps, scale, shift);
+}
+template <class F, class T>
+__global__ void bias_map_kernel(F f, const T* b, const T* scale, const T* shift, T* z, T* y, std::size_t n,
+                                std::size_t c, std::size_t inner) {
+    bias_map_body(this_thread(), f, b, scale, shift, z, y, n, c, inner);
+}
+template <class T>
 __global__ void batch_norm_backward_kernel(std::size_t n, std::size_t channels, std::size_t inner, const T* x,
                                            const T* gamma, const T* running_mean, const T* running_var, bool train,
                                            float eps, const T* dy, T* dgamma, T* dbeta, T* dx) {
@@ -307,6 +317,27 @@ struct kernel<op::batch_norm_forward, basic_cuda<D>> {
     }
 };
 
+/// kernel<op::batch_norm_fold, cuda>: the CPU kernel's signature and bits (one thread per channel).
+template <int D>
+struct kernel<op::batch_norm_fold, basic_cuda<D>> {
+    static void run(std::size_t channels, const float* gamma, const float* beta, const float* running_mean,
+                    const float* running_var, float eps, float* scale, float* shift) {
+        cuda_kernels::launch_1d(channels, &cuda_kernels::batch_norm_fold_kernel<float>, channels, gamma, beta,
+                                running_mean, running_var, eps, scale, shift);
+    }
+};
+
+/// kernel<op::bias_map, cuda>: a producer's elementwise tail in one launch (the CPU kernel's signature).
+template <int D>
+struct kernel<op::bias_map, basic_cuda<D>> {
+    template <class F>
+    static void run(const F& f, const float* b, const float* scale, const float* shift, float* z, float* y,
+                    std::size_t n, std::size_t channels, std::size_t inner) {
+        cuda_kernels::launch_1d(n * channels * inner, &cuda_kernels::bias_map_kernel<F, float>, f, b, scale, shift, z,
+                                y, n, channels, inner);
+    }
+};
+
 /// kernel<op::batch_norm_backward, cuda>: the CPU kernel's signature and bits (one thread per channel).
 template <int D>
 struct kernel<op::batch_norm_backward, basic_cuda<D>> {
@@ -403,6 +434,19 @@ struct kernel<op::conv2d_forward, basic_cuda<D>> {
         cuda_kernels::CudaExec<basic_cuda<D>> ex;
         float* ws = cuda_runtime::device_scratch(cuda_kernels::conv_plan_workspace(g, out_c, n));
         cuda_kernels::conv2d_forward(ex, g, out_c, n, w, b, x, y, ws);
+    }
+};
+
+/// kernel<op::conv2d_forward_map, cuda>::run(g, out_c, n, x, w, b, f, scale, shift, z, y): the
+/// convolution into z, then its elementwise tail into y in one launch (op::bias_map without a bias).
+template <int D>
+struct kernel<op::conv2d_forward_map, basic_cuda<D>> {
+    template <class F>
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
+                    const float* b, const F& f, const float* scale, const float* shift, float* z, float* y) {
+        kernel<op::conv2d_forward, basic_cuda<D>>::run(g, out_c, n, x, w, b, z);
+        kernel<op::bias_map, basic_cuda<D>>::run(f, static_cast<const float*>(nullptr), scale, shift, z, y, n, out_c,
+                                                 g.col_cols());
     }
 };
 
