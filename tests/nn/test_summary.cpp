@@ -18,6 +18,8 @@
 #include <oar/models/course.hpp>      // course::CNN
 #include <oar/nn/network.hpp>         // Network, Sequential
 #include <oar/nn/summary.hpp>         // under test
+#include <oar/layers/batch_norm.hpp>  // BatchNorm2D
+#include <oar/nn/blocks.hpp>          // Residual
 
 namespace {
 
@@ -194,4 +196,42 @@ TEST_CASE("summary of a small MLP has one row per layer and the right totals") {
 TEST_CASE("the thousands grouping used by summary matches an independent one") {
     for (std::size_t v : {0ul, 7ul, 999ul, 1000ul, 20350ul, 999999ul, 1000000ul, 4782410ul, 18446744073709551615ul})
         CHECK(oar::detail::thousands(v) == grouped(v));
+}
+
+TEST_CASE("summary sizes its columns from the content: long layer names and nested blocks stay aligned") {
+    using Body = oar::Sequential<oar::Conv2D<4, 4, 3, 1, 1>, oar::BatchNorm2D<4>, oar::ReLU>;
+    using Net = oar::Network<oar::Sequential<oar::Conv2D<3, 4, 3, 1, 1>, oar::Residual<oar::Residual<Body>>,
+                                             oar::AdaptiveAvgPool2D<1, 1>, oar::Flatten, oar::Linear<4, 1000000>>,
+                             oar::Shape<3, 8, 8>>;
+    const std::string table = oar::summary<Net>();
+    std::vector<std::string> lines;
+    std::istringstream in(table);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    // The header, then the input and layer rows between the two '=' rules.
+    std::size_t header = 0;
+    while (header < lines.size() && lines[header].find("Layer (type)") == std::string::npos) ++header;
+    REQUIRE(header + 2 < lines.size());
+    REQUIRE(lines[header + 1].find_first_not_of('=') == std::string::npos);
+    const std::size_t name_col = lines[header].find("Layer (type)"), shape_col = lines[header].find("Output Shape"),
+                      param_col = lines[header].find("Param #");
+    std::size_t rows = 0;
+    bool saw_long = false, saw_deep = false;
+    for (std::size_t i = header + 2; i < lines.size() && lines[i].find_first_not_of('=') != std::string::npos; ++i) {
+        const std::string& l = lines[i];
+        INFO(l);
+        ++rows;
+        CHECK(l.size() == lines[header].size());  // FLOPs right-aligned to one edge
+        REQUIRE(l.size() > param_col);
+        CHECK(l[name_col - 1] == ' ');
+        CHECK(l[name_col] != ' ');  // the name starts in its column
+        CHECK(l.compare(shape_col - 1, 4, " [N,") == 0);
+        CHECK(l[param_col - 1] == ' ');
+        saw_long = saw_long || l.find(" AdaptiveAvgPool2D ") != std::string::npos;
+        saw_deep = saw_deep || l.find("    1.body.0.body.1 ") != std::string::npos;
+    }
+    CHECK(rows == 1 + 5 + 1 + 3);  // the input; five layers; the inner Residual and its three layers
+    CHECK(saw_long);
+    CHECK(saw_deep);
+    CHECK(lines[header].size() > 72);  // wider than the old fixed table
+    CHECK(lines[header + 1].size() == lines[header].size());  // the rules as wide as the rows
 }
