@@ -17,6 +17,7 @@
 #include <vector>       // std::vector
 
 #include <oar/data/transforms.hpp>  // under test
+#include <oar/kernels/expr.hpp>     // expr::then: chained transforms
 
 #include "support/errors.hpp"  // oar_test::message_of, contains: checking the error messages
 #include "support/random.hpp"  // oar_test::random_vector: inputs for Normalize and Scale
@@ -148,6 +149,7 @@ TEST_CASE("Scale computes x * a + b and its named constructors map the usual ran
     CHECK(s.output_dims(d) == d);
     s.apply(in, d, out, {});
     for (std::size_t k = 0; k < d.size(); ++k) CHECK(out[k] == doctest::Approx(in[k] * 0.75 - 2.5).epsilon(1e-6));
+    for (std::size_t k = 0; k < d.size(); ++k) CHECK(out[k] == in[k] * 0.75f + -2.5f);  // the float formula's bits
 
     const std::vector<float> edges{0.0f, 127.5f, 255.0f};
     std::vector<float> o(3);
@@ -365,4 +367,18 @@ TEST_CASE("the adaptor checks the sample index and the output span") {
     CHECK(contains(message_of<value_error>([&] { (void)t.load(3, out); }), "sample index 3 is out of range (size 3)"));
     CHECK(contains(message_of<shape_error>([&] { (void)t.load(0, small); }), "holds 3 values"));
     CHECK(contains(message_of<shape_error>([&] { Scale{}.apply(out, make_dims(2, 2), small, {}); }), "Scale"));
+}
+
+TEST_CASE("Scale and Normalize are expression functors: chained with expr::then they give the two transforms' bits in one pass") {
+    const Dims d = make_dims(1, 7, 9);
+    const std::vector<float> in = oar_test::random_vector<float>(d.size(), 21, 255.0);
+    std::vector<float> mid(d.size()), two(d.size()), one(d.size());
+    Scale::byte_to_unit().apply(in, d, mid, {});
+    Normalize({0.1307f}, {0.3081f}).apply(mid, d, two, {});
+    const auto f = oar::expr::then(oar::data::scale_fn{1.0f / 255.0f, 0.0f}, oar::data::standardize_fn{0.1307f, 0.3081f});
+    oar::cpu_detail::map_span(f, in.data(), one.data(), one.size());
+    CHECK(one == two);
+    double s = 0;
+    for (float v : one) s += std::abs(v);
+    CHECK(s > 0);
 }

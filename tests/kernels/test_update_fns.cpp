@@ -121,3 +121,68 @@ TEST_CASE("update functors run in float with float state") {
     s(q, 1.0f, unused, unused);
     CHECK(q == 1.5f);
 }
+
+namespace {
+// The update functors as one formula each, as they were written before the rules were split from
+// the L2 decay (expr::decayed): the composition must give these bits.
+struct old_sgd {
+    float lr, l2;
+    void operator()(float& p, float g, float&, float&) const { p -= lr * (g + l2 * p); }
+};
+struct old_momentum {
+    float lr, l2, mu;
+    bool nesterov;
+    void operator()(float& p, float g, float& v, float&) const {
+        const float gd = g + l2 * p;
+        v = mu * v + gd;
+        p -= lr * (nesterov ? gd + mu * v : v);
+    }
+};
+struct old_adagrad {
+    float lr, l2, eps;
+    void operator()(float& p, float g, float& m, float&) const {
+        const float gd = g + l2 * p;
+        m += gd * gd;
+        p -= lr * gd / (std::sqrt(m) + eps);
+    }
+};
+struct old_adam {
+    float lr_t, eps_t, b1, b2, l2;
+    void operator()(float& p, float g, float& m, float& v) const {
+        const float gd = g + l2 * p;
+        m = b1 * m + (1.0f - b1) * gd;
+        v = b2 * v + (1.0f - b2) * gd * gd;
+        p -= lr_t * m / (std::sqrt(v) + eps_t);
+    }
+};
+/// Runs both functors over 200 steps of pseudo-random gradients; true when every p, s1, s2 agrees in bits.
+template <class New, class Old>
+bool same_bits(const New& f, const Old& o) {
+    float p1 = 0.7f, a1 = 0.1f, b1 = 0.2f, p2 = p1, a2 = a1, b2 = b1;
+    unsigned s = 12345;
+    for (int i = 0; i < 200; ++i) {
+        s = s * 1664525u + 1013904223u;
+        const float g = static_cast<float>(static_cast<int>(s >> 8) % 20001 - 10000) / 3000.0f;
+        f(p1, g, a1, b1);
+        o(p2, g, a2, b2);
+        if (p1 != p2 || a1 != a2 || b1 != b2) return false;
+    }
+    return p1 != 0.7f;
+}
+}  // namespace
+
+TEST_CASE("the update functors, rules composed with the L2 decay (expr::decayed), give the bits of the one-formula functors") {
+    CHECK(same_bits(oar::sgd_fn{0.1f, 0.01f}, old_sgd{0.1f, 0.01f}));
+    CHECK(same_bits(oar::momentum_fn{0.05f, 0.02f, 0.9f, false}, old_momentum{0.05f, 0.02f, 0.9f, false}));
+    CHECK(same_bits(oar::momentum_fn{0.05f, 0.02f, 0.9f, true}, old_momentum{0.05f, 0.02f, 0.9f, true}));
+    CHECK(same_bits(oar::adagrad_fn{0.1f, 0.001f, 1e-6f}, old_adagrad{0.1f, 0.001f, 1e-6f}));
+    CHECK(same_bits(oar::adam_fn{0.001f, 1e-8f, 0.9f, 0.999f, 0.01f}, old_adam{0.001f, 1e-8f, 0.9f, 0.999f, 0.01f}));
+    CHECK(!same_bits(oar::adam_fn{0.001f, 1e-8f, 0.9f, 0.999f, 0.01f}, old_adam{0.001f, 1e-8f, 0.9f, 0.999f, 0.02f}));
+    // A rule alone, fed the decay by hand, is the composed functor.
+    float p = 1.5f, v = 0.25f, d = 0;
+    oar::momentum_rule{0.05f, 0.9f, false}(p, oar::expr::l2_decay{0.02f}(p, 0.3f), v, d);
+    float q = 1.5f, w = 0.25f;
+    oar::momentum_fn{0.05f, 0.02f, 0.9f, false}(q, 0.3f, w, d);
+    CHECK(p == q);
+    CHECK(v == w);
+}

@@ -17,6 +17,7 @@
 #include "../core/error.hpp"  // shape_error, value_error
 #include "../core/rng.hpp"    // CounterRng, mulhi64
 #include "../core/shape.hpp"  // Dims, make_dims, to_string, max_rank
+#include "../kernels/cpu/elementwise.hpp"  // cpu_detail::map_span: the elementwise transforms' loop
 #include "dataset.hpp"        // Dataset, dataset_base
 
 namespace oar::data {
@@ -109,6 +110,21 @@ private:
 
 namespace oar::data {
 
+/// The elementwise transforms as expression functors (kernels/expr.hpp's kind, run by the CPU map
+/// loop cpu_detail::map_span, as activations are): Normalize's per-channel standardisation and
+/// Scale's affine map. Compose them with expr::then to run several in one pass.
+struct standardize_fn {
+    double mean = 0.0, stddev = 1.0;
+    /// (x - mean) / stddev in double, rounded once to float.
+    float operator()(float x) const { return static_cast<float>((static_cast<double>(x) - mean) / stddev); }
+    float backward(float, float, float dy) const { return static_cast<float>(static_cast<double>(dy) / stddev); }
+};
+struct scale_fn {
+    float a = 1.0f, b = 0.0f;
+    float operator()(float x) const { return x * a + b; }
+    float backward(float, float, float dy) const { return dy * a; }
+};
+
 /// Normalize: out = (x - mean[c]) / std[c], computed in double, for channel c = dimension 0 of a
 /// CHW input (paddle.vision.transforms.Normalize with data_format "CHW"). A single mean and std
 /// apply to every value of an input of any shape. Dims are unchanged. value_error at construction
@@ -139,11 +155,8 @@ public:
         oar::detail::check_transform_spans("Normalize", in, in_dims, out, output_dims(in_dims));
         const std::size_t channels = mean_.size();
         const std::size_t plane = in.size() / channels;  // (C, plane)
-        for (std::size_t c = 0; c < channels; ++c) {
-            const double m = mean_[c], s = std_[c];
-            for (std::size_t k = c * plane; k < (c + 1) * plane; ++k)
-                out[k] = static_cast<float>((static_cast<double>(in[k]) - m) / s);
-        }
+        for (std::size_t c = 0; c < channels; ++c)
+            cpu_detail::map_span(standardize_fn{mean_[c], std_[c]}, in.data() + c * plane, out.data() + c * plane, plane);
     }
 
     std::span<const float> mean() const { return mean_; }
@@ -166,7 +179,7 @@ struct Scale {
     constexpr Dims output_dims(Dims in) const { return in; }
     void apply(std::span<const float> in, Dims in_dims, std::span<float> out, const TransformContext&) const {
         oar::detail::check_transform_spans("Scale", in, in_dims, out, in_dims);
-        for (std::size_t k = 0; k < in.size(); ++k) out[k] = in[k] * a + b;
+        cpu_detail::map_span(scale_fn{a, b}, in.data(), out.data(), in.size());
     }
 };
 
