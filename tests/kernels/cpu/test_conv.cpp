@@ -436,7 +436,7 @@ TEST_CASE("conv2d_forward_map gives the bits of conv2d_forward followed by the m
         const auto f = oar::expr::then(oar::elu_fn{0.7f}, oar::sigmoid_fn{});
         for (const auto& c : cases) {
             const auto& g = c.g;
-            INFO(describe(g) << " out_c=" << c.out_c << " n=" << c.n);
+            INFO(describe_conv(g) << " out_c=" << c.out_c << " n=" << c.n);
             const std::size_t in_size = g.channels * g.height * g.width, ny = c.n * c.out_c * g.col_cols();
             const auto x = random_vector<float>(c.n * in_size, 51), w = random_vector<float>(c.out_c * g.col_rows(), 52);
             const auto b = random_vector<float>(c.out_c, 53);

@@ -22,9 +22,9 @@ namespace oar::cpu_detail {
     template void gemm_at_active_isa<T>(Trans, Trans, std::size_t, std::size_t, std::size_t, T, const T*,           \
                                         std::size_t, const T*, std::size_t, T, T*, std::size_t);                    \
     template void conv2d_forward_batch<false, T>(const ConvGeometry&, std::size_t, std::size_t, const T*, const T*, \
-                                                 const T*, T*);                                                     \
+                                                 const T*, T*, sample_post);                                        \
     template void conv2d_forward_batch<true, T>(const ConvGeometry&, std::size_t, std::size_t, const T*, const T*,  \
-                                                const T*, T*);                                                      \
+                                                const T*, T*, sample_post);                                         \
     template void conv2d_backward_batch<false, T>(const ConvGeometry&, std::size_t, std::size_t, const T*,          \
                                                   const T*, const T*, T*, const T*, T*, T*, T*);                    \
     template void conv2d_backward_batch<true, T>(const ConvGeometry&, std::size_t, std::size_t, const T*, const T*, \

@@ -27,7 +27,6 @@
 #include <algorithm>  // std::min, std::max, std::fill, std::copy
 #include <array>      // std::array: the weight-gradient tiles by shape
 #include <cstddef>    // std::size_t
-#include <type_traits>  // std::is_same_v: conv2d_forward_batch without a post
 #include <utility>    // std::index_sequence
 
 #include "../../config.hpp"            // OAR_RESTRICT
@@ -152,9 +151,14 @@ struct kernel<op::im2row, basic_cpu<T>> {
 };
 
 namespace cpu_detail {
-/// conv2d_forward_batch's default post: nothing runs after each sample.
-struct no_post {
-    void operator()(std::size_t) const {}
+/// What conv2d_forward_batch calls after each sample s's output is written: fn(ctx, s), nothing
+/// when fn is null. A function pointer, not a template parameter, so that the compiled-kernels
+/// library (kernels/cpu/compiled.hpp) holds the one batch kernel that every epilogue uses.
+struct sample_post {
+    void (*fn)(const void*, std::size_t) = nullptr;
+    const void* ctx = nullptr;
+    void operator()(std::size_t s) const { fn(ctx, s); }
+    explicit operator bool() const { return fn != nullptr; }
 };
 }  // namespace cpu_detail
 
@@ -173,7 +177,7 @@ namespace cpu_detail {
 #if OAR_EXTERN_KERNELS
 template <bool Relu, class T>
 void conv2d_forward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
-                          T* y);
+                          T* y, sample_post post = {});
 template <bool Relu, class T>
 void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w,
                            const T* ry, T* dy_mut, const T* dy, T* dw, T* db, T* dx);
@@ -189,9 +193,9 @@ void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t
 #else
 #define OAR_CONV_DISPATCH(name, ...) return isa_sse2::name(__VA_ARGS__);
 #endif
-template <bool Relu, class T, class Post = no_post>
+template <bool Relu, class T>
 void conv2d_forward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
-                          T* y, const Post& post = Post{}) {
+                          T* y, sample_post post = {}) {
     OAR_CONV_DISPATCH(conv2d_forward_batch<Relu>, g, out_c, n, x, w, b, y, post)
 }
 template <bool Relu, class T>
@@ -234,10 +238,12 @@ struct kernel<op::conv2d_forward_map, basic_cpu<T>> {
     static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
                     const F& f, const T* scale, const T* shift, T* z, T* y) {
         const std::size_t per = out_c * g.col_cols();
-        const auto post = [&](std::size_t s) {
+        const auto tail = [&](std::size_t s) {
             kernel<op::bias_map, basic_cpu<T>>::run(f, static_cast<const T*>(nullptr), scale, shift, z + s * per,
                                                     y + s * per, 1, out_c, g.col_cols());
         };
+        using Tail = decltype(tail);
+        const cpu_detail::sample_post post{[](const void* c, std::size_t s) { (*static_cast<const Tail*>(c))(s); }, &tail};
         cpu_detail::conv2d_forward_batch<false>(g, out_c, n, x, w, b, z, post);
     }
 };
