@@ -11,6 +11,7 @@
 #include <string>   // std::string
 #include <vector>   // std::vector
 
+#include "support/isa.hpp"     // oar_test::for_each_isa: the SIMD 2x2 pool on every ISA the CPU has
 #include "support/random.hpp"  // oar_test::random_vector: seeded inputs
 
 namespace {
@@ -172,10 +173,12 @@ TEST_CASE("max pooling handles windows of infinities and of equal negative value
     CHECK(dx == want);
 }
 
-TEST_CASE("the SIMD 2x2 max pool matches the window rule on wide rows with NaNs, ties and infinities") {
+template <class T>
+void check_simd_2x2_pool() {
+    INFO((sizeof(T) == 4 ? "float" : "double"));
     // Rows wide enough for whole vectors (and a scalar rest: 37 columns -> 18 windows); values from
     // a small set so that ties are common, with NaNs and infinities sprinkled in.
-    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
     // 37 columns: whole vectors and a partial one; 14 and 7: the CNN's rows, vectors reaching into
     // the next rows and planes, the input's last rows on the scalar path.
     // Even widths take the all-SIMD backward: 40 (a whole vector of windows and a partial one), 64
@@ -186,17 +189,17 @@ TEST_CASE("the SIMD 2x2 max pool matches the window rule on wide rows with NaNs,
                                       oar::ConvGeometry{2, 7, 30, 2, 2, 0}, oar::ConvGeometry{3, 5, 2, 2, 2, 0}}) {
         INFO(describe_pool(g));
         const std::size_t hw = g.height * g.width, ohw = g.out_height() * g.out_width(), planes = 2 * g.channels;
-        const auto r = random_vector<float>(planes * hw, 41);
-        std::vector<float> x(r.size());
+        const auto r = random_vector<T>(planes * hw, 41);
+        std::vector<T> x(r.size());
         for (std::size_t i = 0; i < x.size(); ++i) {
-            const int q = static_cast<int>((r[i] + 1.0f) * 8.0f);  // 0..15
-            x[i] = q == 0 ? nan : q == 1 ? inf : q == 2 ? -inf : static_cast<float>(q % 4);
+            const int q = static_cast<int>((r[i] + T(1)) * T(8));  // 0..15
+            x[i] = q == 0 ? nan : q == 1 ? inf : q == 2 ? -inf : static_cast<T>(q % 4);
         }
-        const auto dy = random_vector<float>(planes * ohw, 42);
-        std::vector<float> y(planes * ohw), dx(planes * hw, 3.0f);
-        oar::kernel<oar::op::max_pool_forward, oar::cpu>::run(g, 2, x.data(), y.data());
-        oar::kernel<oar::op::max_pool_backward, oar::cpu>::run(g, 2, x.data(), dy.data(), dx.data());
-        std::vector<float> want_dx(dx.size(), 0.0f);
+        const auto dy = random_vector<T>(planes * ohw, 42);
+        std::vector<T> y(planes * ohw), dx(planes * hw, T(3));
+        oar::kernel<oar::op::max_pool_forward, oar::basic_cpu<T>>::run(g, 2, x.data(), y.data());
+        oar::kernel<oar::op::max_pool_backward, oar::basic_cpu<T>>::run(g, 2, x.data(), dy.data(), dx.data());
+        std::vector<T> want_dx(dx.size(), T(0));
         std::size_t bad_y = 0;
         for (std::size_t p = 0; p < planes; ++p)
             for (std::size_t oy = 0; oy < g.out_height(); ++oy)
@@ -210,11 +213,18 @@ TEST_CASE("the SIMD 2x2 max pool matches the window rule on wide rows with NaNs,
                             if (std::isnan(x[i]) || x[i] > x[best]) best = i;
                         }
                     const std::size_t o = p * ohw + oy * g.out_width() + ox;
-                    const float got = y[o], want = x[best];
+                    const T got = y[o], want = x[best];
                     bad_y += !(got == want || (std::isnan(got) && std::isnan(want)));
                     want_dx[best] = dy[o];
                 }
         CHECK(bad_y == 0);
         CHECK(dx == want_dx);
     }
+}
+
+TEST_CASE("the SIMD 2x2 max pool matches the window rule on wide rows with NaNs, ties and infinities, on every ISA") {
+    oar_test::for_each_isa([] {
+        check_simd_2x2_pool<float>();
+        check_simd_2x2_pool<double>();  // 2 lanes at sse2: the xsimd loop there
+    });
 }

@@ -36,7 +36,7 @@
 #include "elementwise.hpp"             // cpu_detail::relu_mask
 #include "gemm.hpp"                    // op::gemm on cpu, cpu_detail::scratch
 #include "winograd.hpp"                // winograd_conv_batch: float 5x5 and 3x3 stride 1, >= 8 channels
-#include "isa/dispatch.hpp"            // OAR_ISA_X86, active_cpu_isa
+#include "isa/dispatch.hpp"            // OAR_ISA_DISPATCH
 
 namespace oar {
 
@@ -182,28 +182,17 @@ template <bool Relu, class T>
 void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w,
                            const T* ry, T* dy_mut, const T* dy, T* dw, T* db, T* dx);
 #else
-/// Calls isa_<active ISA>::conv2d_forward_batch / conv2d_backward_batch.
-#if OAR_ISA_X86
-#define OAR_CONV_DISPATCH(name, ...)                                \
-    switch (active_vector_isa()) {                              \
-        case cpu_isa::avx512: return isa_avx512::name(__VA_ARGS__); \
-        case cpu_isa::avx2: return isa_avx2::name(__VA_ARGS__);     \
-        default: return isa_sse2::name(__VA_ARGS__);                \
-    }
-#else
-#define OAR_CONV_DISPATCH(name, ...) return isa_sse2::name(__VA_ARGS__);
-#endif
+/// Call isa_<active ISA>::conv2d_forward_batch / conv2d_backward_batch.
 template <bool Relu, class T>
 void conv2d_forward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* b,
                           T* y, sample_post post = {}) {
-    OAR_CONV_DISPATCH(conv2d_forward_batch<Relu>, g, out_c, n, x, w, b, y, post)
+    OAR_ISA_DISPATCH(conv2d_forward_batch<Relu>, g, out_c, n, x, w, b, y, post)
 }
 template <bool Relu, class T>
 void conv2d_backward_batch(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w,
                            const T* ry, T* dy_mut, const T* dy, T* dw, T* db, T* dx) {
-    OAR_CONV_DISPATCH(conv2d_backward_batch<Relu>, g, out_c, n, x, w, ry, dy_mut, dy, dw, db, dx)
+    OAR_ISA_DISPATCH(conv2d_backward_batch<Relu>, g, out_c, n, x, w, ry, dy_mut, dy, dw, db, dx)
 }
-#undef OAR_CONV_DISPATCH
 #endif  // OAR_EXTERN_KERNELS
 }  // namespace cpu_detail
 

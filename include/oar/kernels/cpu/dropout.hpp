@@ -11,7 +11,7 @@
 #include "../../core/rng.hpp"  // CounterRng
 #include "../dispatch.hpp"     // kernel, op::dropout
 #include "../../core/thread_pool.hpp"  // default_pool: large tensors in chunks
-#include "isa/dispatch.hpp"            // OAR_ISA_X86, active_cpu_isa
+#include "isa/dispatch.hpp"            // OAR_ISA_DISPATCH
 
 // The mask loop, once per ISA (isa/region.inc): oar::cpu_detail::isa_<name>::dropout_blocks.
 #define OAR_ISA_BODY "dropout_body.inc"
@@ -30,13 +30,7 @@ struct kernel<op::dropout, basic_cpu<T>> {
         const std::size_t blocks = count / 4, tasks = (blocks + chunk_blocks - 1) / chunk_blocks;
         const auto range = [&](std::size_t t) {
             const std::size_t b0 = t * chunk_blocks, b1 = std::min(blocks, b0 + chunk_blocks);
-            switch (active_vector_isa()) {
-#if OAR_ISA_X86
-                case cpu_isa::avx512: return cpu_detail::isa_avx512::dropout_blocks(rng, stream, p, scale, in, out, b0, b1);
-                case cpu_isa::avx2: return cpu_detail::isa_avx2::dropout_blocks(rng, stream, p, scale, in, out, b0, b1);
-#endif
-                default: return cpu_detail::isa_sse2::dropout_blocks(rng, stream, p, scale, in, out, b0, b1);
-            }
+            OAR_ISA_DISPATCH(dropout_blocks, rng, stream, p, scale, in, out, b0, b1)
         };
         // Each element's mask is a pure function of (stream, i): the split does not change the bits.
         if (tasks > 1 && !ThreadPool::in_task())

@@ -45,13 +45,7 @@ void gemm_at_active_isa(Trans ta, Trans tb, std::size_t M, std::size_t N, std::s
 template <class T>
 void gemm_at_active_isa(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
                         std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
-    switch (active_vector_isa()) {
-#if OAR_ISA_X86
-        case cpu_isa::avx512: return isa_avx512::gemm_run<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        case cpu_isa::avx2: return isa_avx2::gemm_run<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-#endif
-        default: return isa_sse2::gemm_run<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    }
+    OAR_ISA_DISPATCH(gemm_run<T>, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
 }
 #endif
 }  // namespace cpu_detail

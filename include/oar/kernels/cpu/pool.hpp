@@ -1,10 +1,8 @@
 // CPU pooling kernels over (N,C,H,W): max (backward recomputes the arg-max from x, so nothing is
 // stored between passes) and average (padding excluded from the divisor never arises: no padding).
-// The 2x2 stride-2 max pool is SIMD throughout (pool2x2): a vector pair of a row pair holds one
-// vector of windows; the forward packs the windows' maxima with a swizzle, the backward writes
-// whole rows of dx with selects (no zeroing pass, no scatter). Where a row's windows do not fill
-// the vectors, the extra lanes are stored into the following rows of the same plane, which are
-// written later anyway (never into another plane: planes run on different threads).
+// The 2x2 stride-2 max pool is SIMD throughout (isa/pool_body.inc, compiled for AVX-512, AVX2 and
+// SSE2 whatever the user's -march and run on the best ISA the CPU has); where an ISA has no whole
+// vector of windows (double at SSE2), an xsimd loop at the build's width (for_each_window_2x2).
 #pragma once
 
 #include <algorithm>  // std::min
@@ -18,6 +16,7 @@
 #include "../dispatch.hpp"             // kernel, op::*
 #include "../rows.hpp"        // window_argmax: shared with the CUDA bodies
 #include "../types.hpp"       // ConvGeometry
+#include "isa/dispatch.hpp"   // OAR_ISA_DISPATCH
 
 namespace oar {
 
@@ -87,142 +86,26 @@ OAR_ALWAYS_INLINE void for_each_window_2x2(const ConvGeometry& g, std::size_t pl
     }
 }
 
-/// Lane i reads lane 2 * (i % (L/2)): the even lanes (window results) of a vector, twice.
-struct even_lanes {
-    static constexpr unsigned get(unsigned i, unsigned n) { return 2u * (i % (n / 2)); }
-};
-/// Lane i reads lane i & ~1: a pair's even lane in both.
-struct dup_even {
-    static constexpr unsigned get(unsigned i, unsigned) { return i & ~1u; }
-};
-/// Lane i reads lane i / 2 (spread_low) or n/2 + i / 2 (spread_high): a window's value to its pair.
-struct spread_low {
-    static constexpr unsigned get(unsigned i, unsigned) { return i / 2u; }
-};
-struct spread_high {
-    static constexpr unsigned get(unsigned i, unsigned n) { return n / 2u + i / 2u; }
-};
+}  // namespace cpu_detail
+}  // namespace oar
 
-/// The SIMD 2x2 stride-2 max pool over one plane: L windows (two vectors of each of the two rows)
-/// per step. For the forward, `best` of each vector (the first maximum, NaN first, in the even
-/// lanes) is packed; for the backward, the arg-max (0..3 in the even lanes) is spread to its pair
-/// and compared with each cell's position in the window.
+// The SIMD 2x2 stride-2 pool, once per ISA (isa/region.inc): isa_<name>::max_pool2x2_*_plane.
+#define OAR_ISA_BODY "pool_body.inc"
+#include "isa/every_isa.inc"
+
+namespace oar {
+namespace cpu_detail {
+/// The 2x2 stride-2 forward of one plane at the active ISA; false where it has no whole vector of
+/// windows (then nothing is written).
 template <class T>
-struct pool2x2 {
-    using V = xsimd::batch<T>;
-    using U = xsimd::batch<xsimd::as_unsigned_integer_t<T>, typename V::arch_type>;
-    static constexpr std::size_t L = V::size;
-    static constexpr bool enabled = L >= 4 && L % 2 == 0;
-
-    /// take(v) = v > best, or v is NaN and best is not (window_argmax's rule).
-    static OAR_ALWAYS_INLINE void pick(V& best, V v) { best = xsimd::select(!(v <= best) && (best == best), v, best); }
-    static OAR_ALWAYS_INLINE void pick(V& best, V& idx, V v, T i) {
-        const auto take = !(v <= best) && (best == best);
-        best = xsimd::select(take, v, best);
-        idx = xsimd::select(take, V(i), idx);
-    }
-    static OAR_ALWAYS_INLINE V window_max(const T* r0, const T* r1) {
-        constexpr auto swap = xsimd::make_batch_constant<U, pair_swap>();
-        const V a = V::load_unaligned(r0), c = V::load_unaligned(r1);
-        V best = a;
-        pick(best, xsimd::swizzle(a, swap));
-        pick(best, c);
-        pick(best, xsimd::swizzle(c, swap));
-        return best;
-    }
-    static OAR_ALWAYS_INLINE V window_argmax(const T* r0, const T* r1) {
-        constexpr auto swap = xsimd::make_batch_constant<U, pair_swap>();
-        const V a = V::load_unaligned(r0), c = V::load_unaligned(r1);
-        V best = a, idx(T(0));
-        pick(best, idx, xsimd::swizzle(a, swap), T(1));
-        pick(best, idx, c, T(2));
-        pick(best, idx, xsimd::swizzle(c, swap), T(3));
-        return xsimd::swizzle(idx, xsimd::make_batch_constant<U, dup_even>());
-    }
-    static V lane_index() {
-        alignas(64) T v[L];
-        for (std::size_t i = 0; i < L; ++i) v[i] = static_cast<T>(i);
-        return V::load_aligned(v);
-    }
-
-    /// y (oh, ow) of plane x (H, W); reads stay below x_end (else the scalar rule).
-    static void forward(const ConvGeometry& g, const T* x, const T* x_end, T* y) {
-        const std::size_t oh = g.out_height(), ow = g.out_width(), W = g.width, ohw = oh * ow;
-        constexpr auto evens = xsimd::make_batch_constant<U, even_lanes>();
-        const auto low = lane_index() < V(T(L / 2));
-        alignas(64) T tmp[L];
-        for (std::size_t oy = 0; oy < oh; ++oy) {
-            const T* r0 = x + 2 * oy * W;
-            const T* r1 = r0 + W;
-            std::size_t ox = 0;
-            for (; ox < ow && r1 + 2 * ox + 2 * L <= x_end; ox += L) {
-                const V b0 = window_max(r0 + 2 * ox, r1 + 2 * ox), b1 = window_max(r0 + 2 * ox + L, r1 + 2 * ox + L);
-                const V out = xsimd::select(low, xsimd::swizzle(b0, evens), xsimd::swizzle(b1, evens));
-                const std::size_t at = oy * ow + ox, lanes = std::min(L, ow - ox);
-                if (lanes == L || (ow <= L && at + L <= ohw)) {  // extra lanes land in later rows
-                    out.store_unaligned(y + at);
-                } else {
-                    out.store_aligned(tmp);
-                    for (std::size_t l = 0; l < lanes; ++l) y[at + l] = tmp[l];
-                }
-            }
-            for (; ox < ow; ++ox) {
-                const T c[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
-                y[oy * ow + ox] = c[argmax4(c[0], c[1], c[2], c[3])];
-            }
-        }
-    }
-
-    /// dx (H, W) of plane x (H, W) from dy (oh, ow); W even. dy is read up to dy_end, x up to x_end.
-    static void backward(const ConvGeometry& g, const T* x, const T* x_end, const T* dy, const T* dy_end, T* dx) {
-        const std::size_t oh = g.out_height(), ow = g.out_width(), W = g.width, hw = g.height * W;
-        constexpr auto lo = xsimd::make_batch_constant<U, spread_low>();
-        constexpr auto hi = xsimd::make_batch_constant<U, spread_high>();
-        const V parity = xsimd::fmod(lane_index(), V(T(2))), parity2 = parity + V(T(2)), zero(T(0));
-        alignas(64) T tmp[4 * L];
-        for (std::size_t oy = 0; oy < oh; ++oy) {
-            const std::size_t o0 = 2 * oy * W, o1 = o0 + W;  // the two rows in the plane
-            std::size_t ox = 0;
-            for (; ox < ow && x + o1 + 2 * ox + 2 * L <= x_end; ox += L) {
-                const std::size_t lanes = std::min(L, ow - ox), at = oy * ow + ox;
-                V d;
-                if (dy + at + L <= dy_end) {
-                    d = V::load_unaligned(dy + at);  // lanes past the row: only into the extra lanes
-                } else {
-                    for (std::size_t l = 0; l < L; ++l) tmp[l] = l < lanes ? dy[at + l] : T(0);
-                    d = V::load_aligned(tmp);
-                }
-                const V d0 = xsimd::swizzle(d, lo), d1 = xsimd::swizzle(d, hi);
-                const V i0 = window_argmax(x + o0 + 2 * ox, x + o1 + 2 * ox);
-                const V i1 = window_argmax(x + o0 + 2 * ox + L, x + o1 + 2 * ox + L);
-                const V a0 = xsimd::select(i0 == parity, d0, zero), a1 = xsimd::select(i1 == parity, d1, zero);
-                const V c0 = xsimd::select(i0 == parity2, d0, zero), c1 = xsimd::select(i1 == parity2, d1, zero);
-                if (lanes == L || (ow <= L && o1 + 2 * ox + 2 * L <= hw)) {
-                    // Row 0 first: its extra lanes fall into row 1, then rewritten; row 1's into later rows.
-                    a0.store_unaligned(dx + o0 + 2 * ox);
-                    a1.store_unaligned(dx + o0 + 2 * ox + L);
-                    c0.store_unaligned(dx + o1 + 2 * ox);
-                    c1.store_unaligned(dx + o1 + 2 * ox + L);
-                } else {
-                    a0.store_aligned(tmp);
-                    a1.store_aligned(tmp + L);
-                    c0.store_aligned(tmp + 2 * L);
-                    c1.store_aligned(tmp + 3 * L);
-                    for (std::size_t j = 0; j < 2 * lanes; ++j) {
-                        dx[o0 + 2 * ox + j] = tmp[j];
-                        dx[o1 + 2 * ox + j] = tmp[2 * L + j];
-                    }
-                }
-            }
-            for (; ox < ow; ++ox) {
-                T* c[4] = {dx + o0 + 2 * ox, dx + o0 + 2 * ox + 1, dx + o1 + 2 * ox, dx + o1 + 2 * ox + 1};
-                for (T* p : c) *p = T(0);
-                *c[argmax4(x[o0 + 2 * ox], x[o0 + 2 * ox + 1], x[o1 + 2 * ox], x[o1 + 2 * ox + 1])] = dy[oy * ow + ox];
-            }
-        }
-        for (std::size_t i = 2 * oh * W; i < hw; ++i) dx[i] = T(0);  // an odd last row: outside every window
-    }
-};
+bool pool2x2_forward_plane(const ConvGeometry& g, const T* x, const T* x_end, T* y) {
+    OAR_ISA_DISPATCH(max_pool2x2_forward_plane<T>, g, x, x_end, y)
+}
+/// The 2x2 stride-2 backward of one plane (W even) at the active ISA; false as above.
+template <class T>
+bool pool2x2_backward_plane(const ConvGeometry& g, const T* x, const T* x_end, const T* dy, const T* dy_end, T* dx) {
+    OAR_ISA_DISPATCH(max_pool2x2_backward_plane<T>, g, x, x_end, dy, dy_end, dx)
+}
 }  // namespace cpu_detail
 
 /// kernel<op::max_pool_forward, cpu>::run(g, n, x, y): x (n,C,H,W) -> y (n,C,OH,OW).
@@ -235,10 +118,7 @@ struct kernel<op::max_pool_forward, basic_cpu<T>> {
             default_pool().parallel_for(planes, [&](std::size_t q) {
                 const T* xq = x + q * hw;
                 T* yq = y + q * oh * ow;
-                if constexpr (cpu_detail::pool2x2<T>::enabled) {
-                    cpu_detail::pool2x2<T>::forward(g, xq, x + planes * hw, yq);
-                    return;
-                }
+                if (cpu_detail::pool2x2_forward_plane(g, xq, x + planes * hw, yq)) return;
                 cpu_detail::for_each_window_2x2(g, 1, xq, x + planes * hw,
                                                 [&](std::size_t, std::size_t oy, std::size_t ox, unsigned a) {
                                                     yq[oy * ow + ox] = xq[(2 * oy + a / 2) * W + 2 * ox + a % 2];
@@ -266,12 +146,9 @@ struct kernel<op::max_pool_backward, basic_cpu<T>> {
             default_pool().parallel_for(planes, [&](std::size_t q) {
                 const T* dyq = dy + q * oh * ow;
                 T* dxq = dx + q * hw;
-                if constexpr (cpu_detail::pool2x2<T>::enabled) {
-                    if (W % 2 == 0) {
-                        cpu_detail::pool2x2<T>::backward(g, x + q * hw, x + planes * hw, dyq, dy + planes * oh * ow, dxq);
-                        return;
-                    }
-                }
+                if (W % 2 == 0 &&
+                    cpu_detail::pool2x2_backward_plane(g, x + q * hw, x + planes * hw, dyq, dy + planes * oh * ow, dxq))
+                    return;
                 for (std::size_t i = 0; i < hw; ++i) dxq[i] = T(0);
                 cpu_detail::for_each_window_2x2(g, 1, x + q * hw, x + planes * hw,
                                                 [&](std::size_t, std::size_t oy, std::size_t ox, unsigned a) {

@@ -11,7 +11,7 @@
 #include "../../core/thread_pool.hpp"  // default_pool: large buffers in chunks
 #include "../dispatch.hpp"     // kernel, op::fused_update
 #include "../update_fns.hpp"   // the update functors
-#include "isa/dispatch.hpp"     // OAR_ISA_X86, active_cpu_isa
+#include "isa/dispatch.hpp"     // OAR_ISA_DISPATCH
 
 // The loop, once per ISA (isa/region.inc): oar::cpu_detail::isa_<name>::update_range.
 #define OAR_ISA_BODY "update_body.inc"
@@ -40,13 +40,7 @@ private:
     template <class F>
     static void run_range(const F& f, std::size_t b, std::size_t e, T* OAR_RESTRICT p, const T* OAR_RESTRICT g,
                           T* OAR_RESTRICT s1, T* OAR_RESTRICT s2) {
-        switch (active_vector_isa()) {
-#if OAR_ISA_X86
-            case cpu_isa::avx512: return cpu_detail::isa_avx512::update_range(f, b, e, p, g, s1, s2);
-            case cpu_isa::avx2: return cpu_detail::isa_avx2::update_range(f, b, e, p, g, s1, s2);
-#endif
-            default: return cpu_detail::isa_sse2::update_range(f, b, e, p, g, s1, s2);
-        }
+        OAR_ISA_DISPATCH(update_range, f, b, e, p, g, s1, s2)
     }
 };
 

@@ -121,18 +121,6 @@ void winograd_dw_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t 
                        std::size_t n, const T* x, const T* dy, T* dw);
 #else
 
-/// Calls isa_<active ISA>::name<targs>(args...): the Winograd kernels run on the ISA of the call.
-#if OAR_ISA_X86
-#define OAR_WINO_DISPATCH(name, ...)                                                 \
-    switch (active_vector_isa()) {                                               \
-        case cpu_isa::avx512: return isa_avx512::name(__VA_ARGS__);                  \
-        case cpu_isa::avx2: return isa_avx2::name(__VA_ARGS__);                      \
-        default: return isa_sse2::name(__VA_ARGS__);                                 \
-    }
-#else
-#define OAR_WINO_DISPATCH(name, ...) return isa_sse2::name(__VA_ARGS__);
-#endif
-
 /// Images per group (the SIMD lanes) at the active ISA: 16 (avx512), 8 (avx2), 4 (sse2) floats.
 template <class T>
 std::size_t winograd_lanes() {
@@ -149,14 +137,14 @@ std::size_t winograd_lanes() {
 /// (isa/winograd_body.inc winograd_images).
 template <class T>
 std::size_t winograd_images(std::size_t n) {
-    OAR_WINO_DISPATCH(winograd_images<T>, n)
+    OAR_ISA_DISPATCH(winograd_images<T>, n)
 }
 
 /// y (n, M, OH, OW) = conv(x, w) + bias, stride 1, K x K (K = 5 or 3), padding pad, at the active ISA.
 template <bool Relu, class T>
 void winograd_conv_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
                          std::size_t n, const T* x, const T* w, const T* bias, T* y) {
-    OAR_WINO_DISPATCH(winograd_conv_batch<Relu>, K, C, H, W, pad, M, n, x, w, bias, y)
+    OAR_ISA_DISPATCH(winograd_conv_batch<Relu>, K, C, H, W, pad, M, n, x, w, bias, y)
 }
 
 /// dw (M, C, K, K) += the weight gradient of the stride-1 K x K convolution (K = 5 or 3), at the
@@ -164,9 +152,8 @@ void winograd_conv_batch(std::size_t K, std::size_t C, std::size_t H, std::size_
 template <class T>
 void winograd_dw_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
                        std::size_t n, const T* x, const T* dy, T* dw) {
-    OAR_WINO_DISPATCH(winograd_dw_batch, K, C, H, W, pad, M, n, x, dy, dw)
+    OAR_ISA_DISPATCH(winograd_dw_batch, K, C, H, W, pad, M, n, x, dy, dw)
 }
-#undef OAR_WINO_DISPATCH
 #endif  // OAR_EXTERN_KERNELS
 
 }  // namespace cpu_detail
