@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# What a user gets: the side-by-side jobs (sbs_oar.cpp: the course's CNN and MLP, batch 100,
-# synthetic data, Adam, best of 3 timed rounds) built three ways and run alternately in one run:
+# What a user gets: the side-by-side jobs (sbs_oar.cpp: the course's CNN and MLP at batch 100, MyNet
+# at 32 and 128, ResNet8 at 32; synthetic data, Adam, 3 timed rounds) built three ways and run
+# alternately in one run:
 #   tuned    oar's own build (release preset: -O3 and -march=native through oar_dev)
 #   release  a user's project (benchmarks/user_build/) against the installed oar, CMake's default
 #            Release flags (-O3 -DNDEBUG), no -march
 #   O2       the same project with CMAKE_BUILD_TYPE=None and CMAKE_CXX_FLAGS=-O2
-# Prints a Markdown table: best img/s of each build over the alternations, and user / tuned.
-#   benchmarks/user_build.sh [--threads "1 2"] [--steps 20] [--rounds 3] [--jobs "cnn:train mlp:train"]
+# Prints a Markdown table: the least CPU time per image (user + system, all threads: what a loaded
+# machine distorts least) of each build over the alternations, and tuned / user (above 1: the user
+# build is faster).
+#   benchmarks/user_build.sh [--threads "1 2"] [--steps 10] [--rounds 3] [--jobs "cnn:train:100 mynet:train:32"]
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${OAR_USER_BUILD:-$root/build/user_build}"
 threads_list="1 2"
-steps=20
+steps=10
 rounds=3
-jobs="cnn:train mlp:train cnn:infer mlp:infer"
+jobs="cnn:train:100 mlp:train:100 mynet:train:32 mynet:train:128 resnet8:train:32"
 while (($#)); do
   case "$1" in
     --threads) threads_list="$2"; shift 2 ;;
@@ -45,22 +48,23 @@ echo "user_build: $(date -u '+%F %H:%M UTC'), $(grep -m1 'model name' /proc/cpui
 for ((r = 0; r < rounds; ++r)); do
   for t in $threads_list; do
     for job in $jobs; do
+      IFS=: read -r model mode batch <<<"$job"
       for b in tuned release O2; do
-        out=$("${bin[$b]}" "${job%%:*}" "${job##*:}" "$t" 100 "$steps")
-        ips=$(sed -n 's/.*img_per_sec=\([0-9]*\).*/\1/p' <<<"$out")
+        out=$("${bin[$b]}" "$model" "$mode" "$t" "$batch" "$steps")
+        us=$(sed -n 's/.*cpu_us_per_img=\([0-9.]*\).*/\1/p' <<<"$out")
         key="$job/$t/$b"
-        if [[ -z "${best[$key]:-}" || "$ips" -gt "${best[$key]}" ]]; then best[$key]=$ips; fi
+        if [[ -z "${best[$key]:-}" ]] || (($(bc -l <<<"$us < ${best[$key]}"))); then best[$key]=$us; fi
       done
     done
   done
 done
 echo "user_build: load at the end $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-echo "| job (batch 100) | threads | tuned img/s | Release (no -march) img/s | -O2 img/s | Release / tuned | -O2 / tuned |"
+echo "| job | threads | tuned CPU us/img | Release (no -march) CPU us/img | -O2 CPU us/img | tuned / Release | tuned / -O2 |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 for t in $threads_list; do
   for job in $jobs; do
     tu=${best[$job/$t/tuned]} re=${best[$job/$t/release]} o2=${best[$job/$t/O2]}
-    printf '| %s %s | %s | %s | %s | %s | %.2f | %.2f |\n' "${job%%:*}" "${job##*:}" "$t" "$tu" "$re" "$o2" \
-      "$(bc -l <<<"$re / $tu")" "$(bc -l <<<"$o2 / $tu")"
+    printf '| %s | %s | %s | %s | %s | %.2f | %.2f |\n' "$(tr : ' ' <<<"$job")" "$t" "$tu" "$re" "$o2" \
+      "$(bc -l <<<"$tu / $re")" "$(bc -l <<<"$tu / $o2")"
   done
 done
