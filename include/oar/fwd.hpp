@@ -14,7 +14,9 @@ template <std::floating_point T> struct basic_cpu;
 using cpu = basic_cpu<float>;
 
 template <class... Layers> struct Sequential;
-template <class Seq, class InShape, class Backend> class Network;
+struct fp32;
+struct bf16_mixed;
+template <class Seq, class InShape, class Backend = cpu, class Precision = fp32> class Network;
 
 template <class T> class basic_tensor;
 template <class T> class basic_tensor_view;

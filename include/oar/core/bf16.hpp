@@ -42,6 +42,17 @@ inline void to_bf16(const float* in, bf16* out, std::size_t n) {
     }
 }
 
+/// out[i] = round_to_bf16(in[i]) for i < n, as floats (in == out allowed): the values a bf16 kernel
+/// sees, for the fp32 kernels that stand in for one.
+inline void round_to_bf16(const float* in, float* out, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t u = std::bit_cast<std::uint32_t>(in[i]);
+        const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        const std::uint32_t nan = (u | 0x00400000u) & 0xffff0000u;
+        out[i] = std::bit_cast<float>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+    }
+}
+
 /// out[i] = to_float(in[i]) for i < n.
 inline void to_float(const bf16* in, float* out, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) out[i] = to_float(in[i]);

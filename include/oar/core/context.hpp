@@ -7,6 +7,7 @@
 #include <cstddef>  // std::size_t
 #include <cstdint>  // std::uint64_t
 
+#include "../kernels/types.hpp"  // Trans: mixed_gemm's arguments
 #include "backend.hpp"  // Backend, cpu
 #include "rng.hpp"      // CounterRng
 
@@ -30,6 +31,12 @@ struct Context {
     /// kept from forward to its backward (a block's inner activations; see Layer)
     value_type* saved = nullptr;
     std::size_t workspace_size = 0;
+    /// Under a mixed-precision policy (core/precision.hpp; set by Network from its type): the GEMM
+    /// that Linear runs instead of kernel<op::gemm> (float operands, rounded to bf16 inside), and
+    /// the sign for Conv2D to round its operands; null under fp32 and on backends other than the CPU.
+    using mixed_gemm_fn = void (*)(Trans, Trans, std::size_t, std::size_t, std::size_t, float, const float*,
+                                   std::size_t, const float*, std::size_t, float, float*, std::size_t);
+    mixed_gemm_fn mixed_gemm = nullptr;
 };
 
 }  // namespace oar

@@ -454,15 +454,15 @@ constexpr std::size_t first_unexportable() {
 }  // namespace detail
 
 /// The ONNX model of `net` (its current parameters and buffers, eval mode).
-template <class... Ls, ShapeType In, Backend B>
-onnx::ModelProto to_onnx(const Network<Sequential<Ls...>, In, B>& net, const std::string& graph_name = "oar") {
+template <class... Ls, ShapeType In, Backend B, class P>
+onnx::ModelProto to_onnx(const Network<Sequential<Ls...>, In, B, P>& net, const std::string& graph_name = "oar") {
     static_assert(std::is_same_v<typename B::value_type, float>, "oar: export_onnx: only float networks export to ONNX");
     constexpr std::size_t bad = detail::first_unexportable<Ls...>();
     if constexpr (bad < sizeof...(Ls)) {
         static_assert(onnx_layer_without_mapping<bad, std::tuple_element_t<bad, std::tuple<Ls...>>>::value);
         return {};
     } else {
-        using info = typename Network<Sequential<Ls...>, In, B>::info;
+        using info = typename Network<Sequential<Ls...>, In, B, P>::info;
         onnx::ModelProto model;
         model.set_ir_version(8);
         model.set_producer_name("oar");
@@ -490,8 +490,8 @@ onnx::ModelProto to_onnx(const Network<Sequential<Ls...>, In, B>& net, const std
 }
 
 /// Writes `net` as an ONNX model to `path` (replaced atomically); io_error naming the path on failure.
-template <class... Ls, ShapeType In, Backend B>
-void export_onnx(const Network<Sequential<Ls...>, In, B>& net, const std::string& path) {
+template <class... Ls, ShapeType In, Backend B, class P>
+void export_onnx(const Network<Sequential<Ls...>, In, B, P>& net, const std::string& path) {
     const onnx::ModelProto model = to_onnx(net);
     std::string bytes;
     if (!model.SerializeToString(&bytes))

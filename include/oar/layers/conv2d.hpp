@@ -8,15 +8,21 @@
 // are the convolution with the ReLU after it fused into the epilogue; Network calls them where the
 // layer sequence has Conv2D, ReLU (nn/network.hpp). forward_map (every backend) runs any other
 // elementwise tail (activations, an eval-mode BatchNorm2D folded) in the epilogue likewise.
+// Under bf16 mixed precision (core/precision.hpp; the context's mixed_gemm set) the CPU kernels get
+// x, the weights and dy rounded to bf16 (copies in thread-local scratch) and compute in fp32, the
+// bias gradient included (it sums the rounded dy); the bias itself stays fp32.
 #pragma once
 
 #include <array>        // std::array
+#include <concepts>     // std::same_as
 #include <cstddef>      // std::size_t
 #include <string_view>  // std::string_view
 
 #include "../core/context.hpp"         // Context
 #include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
+#include "../core/bf16.hpp"            // round_to_bf16: mixed precision's operands
 #include "../kernels/cpu/conv.hpp"     // op::conv2d_forward / conv2d_backward on cpu, ConvGeometry
+#include "../kernels/cpu/scratch.hpp"  // cpu_detail::scratch: the rounded copies
 
 namespace oar {
 
@@ -74,11 +80,25 @@ struct Conv2D {
 
     template <Backend B, class T = typename B::value_type>
     void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
+        if constexpr (std::same_as<B, cpu>)
+            if (ctx.mixed_gemm) {
+                kernel<op::conv2d_forward, B>::run(geometry(in), OutC, n, rounded<slot::mixed_x>(x, n * in.size()),
+                                                   rounded<slot::mixed_w>(ctx.params, weight_size), bias(ctx.params), y);
+                return;
+            }
         kernel<op::conv2d_forward, B>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y);
     }
 
     template <Backend B, class T = typename B::value_type>
     void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
+        if constexpr (std::same_as<B, cpu>)
+            if (ctx.mixed_gemm) {
+                kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, rounded<slot::mixed_x>(x, n * in.size()),
+                                                    rounded<slot::mixed_w>(ctx.params, weight_size),
+                                                    rounded<slot::mixed_dy>(dy, n * out_size(in)), ctx.grads,
+                                                    bias(ctx.grads), dx);
+                return;
+            }
         kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads, bias(ctx.grads), dx);
     }
 
@@ -88,6 +108,13 @@ struct Conv2D {
     template <Backend B, class F, class T = typename B::value_type>
     void forward_map(Context<B>& ctx, Dims in, const T* x, T* z, T* y, std::size_t n, const F& f, const T* scale,
                      const T* shift) const {
+        if constexpr (std::same_as<B, cpu>)
+            if (ctx.mixed_gemm) {
+                kernel<op::conv2d_forward_map, B>::run(geometry(in), OutC, n, rounded<slot::mixed_x>(x, n * in.size()),
+                                                       rounded<slot::mixed_w>(ctx.params, weight_size),
+                                                       bias(ctx.params), f, scale, shift, z, y);
+                return;
+            }
         kernel<op::conv2d_forward_map, B>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), f, scale, shift,
                                                z, y);
     }
@@ -97,6 +124,13 @@ struct Conv2D {
     /// y = ReLU(forward(x)): the bits of forward followed by the ReLU layer.
     template <class T>
     void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
+        if constexpr (std::same_as<T, float>)
+            if (ctx.mixed_gemm) {
+                kernel<op::conv2d_forward_relu, cpu>::run(geometry(in), OutC, n, rounded<slot::mixed_x>(x, n * in.size()),
+                                                          rounded<slot::mixed_w>(ctx.params, weight_size),
+                                                          bias(ctx.params), y);
+                return;
+            }
         kernel<op::conv2d_forward_relu, basic_cpu<T>>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y);
     }
     /// The backward of this layer and the ReLU after it: y is the ReLU's output, dy the gradient of
@@ -104,11 +138,31 @@ struct Conv2D {
     template <class T>
     void backward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, const T* y, T* dy, T* dx,
                        std::size_t n) const {
+        if constexpr (std::same_as<T, float>)
+            if (ctx.mixed_gemm) {  // rounding commutes with the ReLU's mask: the rounded copy is masked
+                float* dyr = rounded<slot::mixed_dy>(dy, n * out_size(in));
+                kernel<op::conv2d_backward_relu, cpu>::run(geometry(in), OutC, n,
+                                                           rounded<slot::mixed_x>(x, n * in.size()),
+                                                           rounded<slot::mixed_w>(ctx.params, weight_size), y, dyr,
+                                                           ctx.grads, bias(ctx.grads), dx);
+                return;
+            }
         kernel<op::conv2d_backward_relu, basic_cpu<T>>::run(geometry(in), OutC, n, x, ctx.params, y, dy, ctx.grads,
                                                             bias(ctx.grads), dx);
     }
 
 private:
+    using slot = cpu_detail::scratch_slot;
+    static constexpr std::size_t weight_size = OutC * InC * K.h * K.w;
+    static constexpr std::size_t out_size(Dims in) { return output_dims(in).size(); }
+    /// v[0, size) rounded to bf16, in this thread's scratch for Slot (mixed precision's operands).
+    template <slot Slot>
+    static float* rounded(const float* v, std::size_t size) {
+        float* out = cpu_detail::scratch<float, Slot>(size);
+        round_to_bf16(v, out, size);
+        return out;
+    }
+
     /// The bias (or its gradient) in the layer's block, or null without one: kernels skip it.
     template <class T>
     static T* bias(T* block) {

@@ -3,9 +3,12 @@
 // forward_relu / backward_relu (CPU) fuse a following ReLU (the bias and max(., 0) in one pass; dy
 // masked in place); Network calls them where the layer sequence has Linear, ReLU. forward_map (every
 // backend) runs any other elementwise tail after the bias in the same pass (nn/network.hpp).
+// Under bf16 mixed precision (core/precision.hpp) the three products run on the context's
+// mixed_gemm (operands rounded to bf16, fp32 sums); the bias and its gradient stay fp32.
 #pragma once
 
 #include <array>        // std::array
+#include <concepts>     // std::same_as
 #include <cstddef>      // std::size_t
 #include <string_view>  // std::string_view
 #include <type_traits>  // std::true_type: torch_transposed_weight
@@ -46,18 +49,18 @@ struct Linear {
     void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
         const std::size_t rows = n * (in.size() / In);
         const T* w = ctx.params;  // (In, Out)
-        kernel<op::gemm, B>::run(Trans::no, Trans::no, rows, Out, In, T(1), x, In, w, Out, T(0), y, Out);  // (rows,In)x(In,Out)
+        matmul(ctx, Trans::no, Trans::no, rows, Out, In, T(1), x, In, w, Out, T(0), y, Out);  // (rows,In)x(In,Out)
         kernel<op::bias_add, B>::run(y, ctx.params + bias_offset, rows, Out, 1);
     }
 
     template <Backend B, class T = typename B::value_type>
     void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
         const std::size_t rows = n * (in.size() / In);
-        kernel<op::gemm, B>::run(Trans::yes, Trans::no, In, Out, rows, T(1), x, In, dy, Out, T(1), ctx.grads,
+        matmul(ctx, Trans::yes, Trans::no, In, Out, rows, T(1), x, In, dy, Out, T(1), ctx.grads,
                                  Out);  // dW += x^T dy
         kernel<op::bias_grad, B>::run(dy, ctx.grads + bias_offset, rows, Out, 1);
         if (dx)
-            kernel<op::gemm, B>::run(Trans::no, Trans::yes, rows, In, Out, T(1), dy, Out, ctx.params, Out, T(0), dx,
+            matmul(ctx, Trans::no, Trans::yes, rows, In, Out, T(1), dy, Out, ctx.params, Out, T(0), dx,
                                      In);  // dx = dy W^T
     }
 
@@ -68,7 +71,7 @@ struct Linear {
     void forward_map(Context<B>& ctx, Dims in, const T* x, T* z, T* y, std::size_t n, const F& f, const T* scale,
                      const T* shift) const {
         const std::size_t rows = n * (in.size() / In);
-        kernel<op::gemm, B>::run(Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out, T(0), z, Out);
+        matmul(ctx, Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out, T(0), z, Out);
         kernel<op::bias_map, B>::run(f, static_cast<const T*>(ctx.params + bias_offset), scale, shift, z, y, rows, Out,
                                      1);
     }
@@ -80,7 +83,7 @@ struct Linear {
     void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
         using B = basic_cpu<T>;
         const std::size_t rows = n * (in.size() / In);
-        kernel<op::gemm, B>::run(Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out, T(0), y, Out);
+        matmul(ctx, Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out, T(0), y, Out);
         kernel<op::bias_relu, B>::run(y, ctx.params + bias_offset, rows, Out, 1);
     }
     /// The backward of this layer and the ReLU after it: y is the ReLU's output, dy the gradient of
@@ -90,6 +93,17 @@ struct Linear {
                        std::size_t n) const {
         kernel<op::relu_mask, basic_cpu<T>>::run(y, dy, n * (in.size() / In) * Out);
         backward(ctx, in, x, y, static_cast<const T*>(dy), dx, n);
+    }
+
+private:
+    /// kernel<op::gemm, B>, or the precision policy's GEMM where the network set one.
+    template <Backend B, class T>
+    static void matmul(const Context<B>& ctx, Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K,
+                       T alpha, const T* A, std::size_t lda, const T* Bm, std::size_t ldb, T beta, T* C,
+                       std::size_t ldc) {
+        if constexpr (std::same_as<B, cpu>)
+            if (ctx.mixed_gemm) return ctx.mixed_gemm(ta, tb, M, N, K, alpha, A, lda, Bm, ldb, beta, C, ldc);
+        kernel<op::gemm, B>::run(ta, tb, M, N, K, alpha, A, lda, Bm, ldb, beta, C, ldc);
     }
 };
 

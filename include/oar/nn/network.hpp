@@ -24,6 +24,9 @@
 // one (the CPU), which needs no z.
 // A backward with an observer after a forward without one first writes the values inside chains
 // and tails layer by layer (materialize), so that the layers' own backwards read their own values.
+// The fourth argument is the precision policy (core/precision.hpp): fp32 (the default) or bf16_mixed
+// (Linear's and Conv2D's products on bf16-rounded operands, everything else fp32; the context
+// carries the policy's GEMM to the layers, so the layers are compiled once for both policies).
 // Likewise a run of two or more elementwise layers (activations; a ReLU fused into the layer before
 // it not counted; every one but the last cheap to recompute: ReLU, LeakyReLU, Hardswish) is one expr::chain of their functors (kernels/expr.hpp),
 // mapped in one pass by the backend's op::map: forward writes the run's output only (the values
@@ -43,11 +46,13 @@
 #include <utility>      // std::index_sequence, std::as_const
 #include <vector>       // std::vector
 
+#include "../fwd.hpp"                  // Network's declaration with its defaults
 #include "../core/aligned.hpp"         // aligned_vector
 #include "../core/backend.hpp"         // Backend, cpu
 #include "../core/context.hpp"         // Context, Mode
 #include "../core/error.hpp"           // shape_error, value_error
 #include "../core/layer_concepts.hpp"  // ParametricLayer
+#include "../core/precision.hpp"       // fp32, bf16_mixed, precision_gemm
 #include "../core/tensor.hpp"          // TensorView, MutableTensorView
 #include "../kernels/cpu/storage.hpp"  // storage<cpu>
 #include "../kernels/expr.hpp"         // expr::chain, expr::then: runs of elementwise layers
@@ -135,19 +140,24 @@ concept ElementwiseLayer = requires(const L& l) {
     { l.fn } -> std::convertible_to<const typename L::functor&>;
 };
 
-template <class Seq, class InShape, class B = cpu>
+template <class Seq, class InShape, class B, class P>  // defaults (cpu, fp32) in fwd.hpp
 class Network {
     static_assert(dependent_false<Seq>, "oar: Network<Seq, InShape, Backend> needs Seq = Sequential<Layers...>");
 };
 
-template <class... Ls, ShapeType In, Backend B>
-class Network<Sequential<Ls...>, In, B> {
+template <class... Ls, ShapeType In, Backend B, class P>
+class Network<Sequential<Ls...>, In, B, P> {
+    static_assert(Precision<P>, "oar: Network's fourth argument is a precision policy: oar::fp32 or oar::bf16_mixed");
+    static_assert(std::same_as<P, fp32> || std::same_as<B, cpu>,
+                  "oar: bf16_mixed runs on oar::cpu only (no GPU policy yet)");
+
 public:
     using sequential = Sequential<Ls...>;
     using info = typename sequential::template bind<In>;  ///< the compile-time facts (dims, params, FLOPs)
     using input_shape = In;
     using output_shape = typename info::output_shape;
     using backend = B;
+    using precision = P;  ///< fp32 or bf16_mixed (core/precision.hpp)
     using value_type = typename B::value_type;
     using view_type = basic_tensor_view<const value_type>;
     using mutable_view_type = basic_tensor_view<value_type>;
@@ -187,6 +197,11 @@ public:
     explicit Network(std::uint64_t seed = 0, init_scheme scheme = init_scheme::paddle)
         : params_(info::param_buffer_size, make_entries(), info::state_buffer_size, make_buffer_entries()) {
         ctx_.rng = CounterRng{seed};
+        if constexpr (std::same_as<P, bf16_mixed>) {
+            static_assert(requires { &precision_gemm<P>::run; },
+                          "oar: a bf16_mixed Network needs <oar/kernels/cpu/gemm_bf16.hpp> (its kernels)");
+            ctx_.mixed_gemm = &precision_gemm<P>::run;
+        }
         aligned_vector<value_type> staged;  // host memory for a backend whose buffers are not
         std::span<value_type> host = params_.values();
         if constexpr (!store::host_memory) {
@@ -228,7 +243,7 @@ public:
     /// settings, seed, step count and mode (e.g. a CPU network's copy on the GPU, or back).
     template <Backend B2>
         requires(!std::same_as<B2, B> && std::same_as<typename B2::value_type, value_type>)
-    explicit Network(const Network<Sequential<Ls...>, In, B2>& other) : Network(other.seed()) {
+    explicit Network(const Network<Sequential<Ls...>, In, B2, P>& other) : Network(other.seed()) {
         params_.upload_values(other.parameters().host_values());
         params_.upload_buffers(other.parameters().host_buffers());
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {

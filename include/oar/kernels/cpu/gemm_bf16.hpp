@@ -1,6 +1,7 @@
 // CPU bf16 GEMM with fp32 accumulation: C = alpha * op(A) op(B) + beta * C, A and B bfloat16
 // (core/bf16.hpp), C float, row-major, the arguments of kernel<op::gemm, cpu>. Not part of oar.hpp:
-// only code that uses bf16 mixed precision includes it.
+// only code that uses bf16 mixed precision includes it. Also the GEMM of the bf16_mixed policy
+// (core/precision.hpp: precision_gemm<bf16_mixed>, float operands rounded to bf16 here).
 //
 // Three paths, chosen at run time by the active ISA (core/cpu_isa.hpp, OAR_ISA):
 // - amx: AMX tiles (tdpbf16ps), 32 x 32 blocks of C in four 16 x 16 fp32 tiles, 32 values of K per
@@ -23,6 +24,7 @@
 #include "../../config.hpp"            // OAR_ISA_X86, OAR_ISA_COMPILED
 #include "../../core/bf16.hpp"         // bf16, to_float
 #include "../../core/cpu_isa.hpp"      // active_cpu_isa
+#include "../../core/precision.hpp"    // bf16_mixed, precision_gemm
 #include "../../core/thread_pool.hpp"  // default_pool
 #include "gemm.hpp"                    // kernel<op::gemm, cpu>: the fp32 path
 #include "scratch.hpp"                 // scratch, scratch_slot
@@ -196,5 +198,35 @@ inline void gemm_bf16(Trans ta, Trans tb, std::size_t M, std::size_t N, std::siz
                       const bf16* B, float beta, float* C) {
     gemm_bf16(ta, tb, M, N, K, alpha, A, ta == Trans::no ? K : M, B, tb == Trans::no ? N : K, beta, C, N);
 }
+
+/// The bf16_mixed policy's GEMM (Linear's products under Network<..., bf16_mixed>): float A and B
+/// rounded to bf16 (nearest, ties to even), multiplied exactly and summed in fp32. On AVX512-BF16 and
+/// AMX the rounded operands are stored as bf16 and go to gemm_bf16's units; elsewhere they stay
+/// floats holding bf16 values and go straight to the fp32 GEMM (what gemm_bf16's fp32 path computes,
+/// without the round trip through bf16 storage).
+template <>
+struct precision_gemm<bf16_mixed> {
+    static void run(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A,
+                    std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+        using cpu_detail::scratch;
+        using cpu_detail::scratch_slot;
+        const std::size_t ar = ta == Trans::no ? M : K, ac = ta == Trans::no ? K : M;  // A as stored
+        const std::size_t br = tb == Trans::no ? K : N, bc = tb == Trans::no ? N : K;
+        const cpu_isa isa = active_cpu_isa();
+        if (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) {
+            bf16* a = scratch<bf16, scratch_slot::mixed_a>(ar * ac);
+            bf16* b = scratch<bf16, scratch_slot::mixed_b>(br * bc);
+            for (std::size_t r = 0; r < ar; ++r) to_bf16(A + r * lda, a + r * ac, ac);
+            for (std::size_t r = 0; r < br; ++r) to_bf16(B + r * ldb, b + r * bc, bc);
+            gemm_bf16(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc);
+            return;
+        }
+        float* a = scratch<float, scratch_slot::mixed_a>(ar * ac);
+        float* b = scratch<float, scratch_slot::mixed_b>(br * bc);
+        for (std::size_t r = 0; r < ar; ++r) round_to_bf16(A + r * lda, a + r * ac, ac);
+        for (std::size_t r = 0; r < br; ++r) round_to_bf16(B + r * ldb, b + r * bc, bc);
+        kernel<op::gemm, cpu>::run(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc);
+    }
+};
 
 }  // namespace oar

@@ -32,6 +32,11 @@ enum class scratch_slot {
     wino_acc,        // Winograd weight gradient: per-group partial sums
     bf16_a,          // bf16 gemm: op(A) widened to float, or its packed bf16 panels
     bf16_b,          // bf16 gemm: op(B) widened to float, or its packed bf16 strips
+    mixed_a,         // bf16 mixed precision: a GEMM's A rounded to bf16 (as bf16, or as floats)
+    mixed_b,         // bf16 mixed precision: a GEMM's B rounded to bf16
+    mixed_x,         // bf16 mixed precision: a convolution's input rounded to bf16
+    mixed_w,         // bf16 mixed precision: a convolution's weights rounded to bf16
+    mixed_dy,        // bf16 mixed precision: a convolution's output gradient rounded to bf16
 };
 
 /// At least n values of T in this thread's buffer for `Slot`; contents undefined.

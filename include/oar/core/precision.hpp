@@ -1,0 +1,35 @@
+// Precision policies of a Network (its fourth template argument, nn/network.hpp):
+// - fp32 (the default): every kernel takes and returns float.
+// - bf16_mixed: bf16 mixed precision. Parameters, their gradients, optimizer state, activations,
+//   the loss, softmax and normalisation statistics stay float; the matrix products of Linear and
+//   Conv2D (forward, input gradient, weight gradient) take their operands (weights, the layer's
+//   input, the output gradient) rounded to bfloat16 (core/bf16.hpp, nearest, ties to even) and sum
+//   them in fp32. Where the CPU has AVX512-BF16 or AMX, Linear's products run on those units
+//   (kernels/cpu/gemm_bf16.hpp); elsewhere the rounded operands go to the fp32 kernels, so the values
+//   depend on the host only through the order of the fp32 sums. Checkpoints hold the fp32 parameters
+//   and load into a network of either policy.
+#pragma once
+
+#include <concepts>  // std::same_as
+
+namespace oar {
+
+/// fp32 everywhere (the default policy).
+struct fp32 {
+    static constexpr const char* name = "fp32";
+};
+/// bf16 operands for the GEMMs and convolutions, fp32 master weights, sums and everything else.
+struct bf16_mixed {
+    static constexpr const char* name = "bf16";
+};
+
+template <class P>
+concept Precision = std::same_as<P, fp32> || std::same_as<P, bf16_mixed>;
+
+/// The GEMM a policy's Linear layers run on the CPU: run(ta, tb, M, N, K, alpha, A, lda, B, ldb,
+/// beta, C, ldc) with float operands, as kernel<op::gemm, cpu>. Defined for bf16_mixed by
+/// kernels/cpu/gemm_bf16.hpp (so code that uses only fp32 never compiles the bf16 kernels).
+template <class P>
+struct precision_gemm;
+
+}  // namespace oar

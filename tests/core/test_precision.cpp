@@ -1,0 +1,428 @@
+// Tests of oar/core/precision.hpp: Network<..., cpu, bf16_mixed> against Network<..., cpu, fp32>
+// and against double-precision references.
+// - Linear and Conv2D under bf16_mixed compute the exact products of the bf16-rounded operands
+//   (weights, input, output gradient) summed in fp32: forward, input gradient and weight gradient
+//   are within (K + 2) 2^-24 sum|a_bf||b_bf| of the double sum of the rounded operands, K the length
+//   of the sum (a bound that rounding only one operand, or none, would break).
+// - The same values against the fp32 network: within k 2^-8 sum|a||b| with k = 1.02 (each operand
+//   within 2^-9 of itself after rounding, each product within 2^-8 + 2^-18, plus the fp32 sums).
+// - The course CNN end to end (4 layers of products; the loss, softmax and bias in fp32): logits
+//   within k 2^-8 max|logit| and every parameter gradient within k 2^-8 ||g||_2 (L2 over the
+//   tensor) of fp32's, k measured on these inputs (logits 1.50, gradients 15.7 for the first
+//   convolution's weight, 7.3 to 10.0 for the other tensors) and checked at 2 and 20. The gradients'
+//   k is large because a few ReLU signs and max-pooling choices flip when the values move by 2^-8,
+//   moving whole terms of the gradient sums; the per-layer checks above bound the arithmetic itself.
+// - A network that learns; checkpoints interchange between the policies; the same bits on 1, 2
+//   and 3 threads; the AVX512-BF16 and AMX routes where the CPU has them (skipped, naming the
+//   feature, elsewhere).
+#include <oar/core/precision.hpp>  // the header under test
+
+#include <doctest/doctest.h>
+#include <oar/core/bf16.hpp>              // round_to_bf16: the references' operands
+#include <oar/core/cpu_isa.hpp>           // cpu_supports, set_cpu_isa: the bf16 hardware routes
+#include <oar/core/thread_pool.hpp>       // set_num_threads: results must not depend on it
+#include <oar/kernels/cpu/gemm_bf16.hpp>  // precision_gemm<bf16_mixed>
+#include <oar/layers/activation.hpp>
+#include <oar/layers/conv2d.hpp>
+#include <oar/layers/flatten.hpp>
+#include <oar/layers/linear.hpp>
+#include <oar/loss/cross_entropy.hpp>
+#include <oar/models/course.hpp>   // course::CNN, course::Image
+#include <oar/nn/network.hpp>
+#include <oar/optim/adam.hpp>
+#include <oar/train/checkpoint.hpp>  // save_weights, load_weights
+
+#include <algorithm>   // std::max
+#include <cmath>       // std::fabs, std::ldexp, std::sqrt
+#include <cstdint>     // std::int64_t
+#include <cstring>     // std::memcmp
+#include <filesystem>  // std::filesystem::temp_directory_path
+#include <span>        // std::span
+#include <string>      // std::string
+#include <vector>      // std::vector
+
+#include "support/random.hpp"  // oar_test::random_vector
+#include "support/skip.hpp"    // oar_test::skip: a route this CPU lacks
+
+namespace precision_test {
+
+using namespace oar;
+
+constexpr double two_m8 = 1.0 / 256, two_m24 = 1.0 / 16777216;
+inline double rb(float v) { return round_to_bf16(v); }
+
+/// Largest |got - ref| / scale over a comparison, and whether every entry was inside its bound.
+struct Gauge {
+    double worst = 0;
+    bool inside = true;
+    void add(double got, double ref, double bound, double scale) {
+        const double d = std::fabs(got - ref);
+        if (!(d <= bound)) inside = false;
+        if (scale > 0) worst = std::max(worst, d / scale);
+    }
+};
+
+inline bool same_bits(std::span<const float> a, std::span<const float> b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+template <class Net>
+basic_tensor_view<const float> view(const std::vector<float>& v, std::size_t batch) {
+    return {v.data(), batch, Net::input_shape::dims};
+}
+
+constexpr std::size_t LI = 40, LO = 12, LB = 7;
+using LinSeq = Sequential<Linear<LI, LO>>;
+template <class P>
+using LinNet = Network<LinSeq, Shape<LI>, cpu, P>;
+
+/// Forward and backward of the one-Linear network of policy P on x and dy: y, dW and dx.
+template <class P>
+struct LinearRun {
+    std::vector<float> y, dw, dx;
+    LinearRun(LinNet<P>& net, const std::vector<float>& x, const std::vector<float>& dy) {
+        net.clear_grad();
+        auto out = net.forward(view<LinNet<P>>(x, LB));
+        y.assign(out.data(), out.data() + out.size());
+        dx.assign(LB * LI, 0.0f);
+        net.backward({dy.data(), LB, make_dims(LO)}, {dx.data(), LB, make_dims(LI)});
+        auto g = net.parameters().grads();
+        dw.assign(g.begin(), g.begin() + LI * LO);
+    }
+};
+
+/// Whether y, dW and dx of a bf16_mixed run are within (K + 2) 2^-24 sum|a_bf||b_bf| of the double
+/// sums of the rounded operands' products (W, b: the network's parameters).
+inline bool rounded_products(const LinearRun<bf16_mixed>& r, const std::vector<float>& x, const std::vector<float>& dy,
+                             std::span<const float> p) {
+    const float* W = p.data();
+    const float* b = p.data() + Linear<LI, LO>::bias_offset;
+    Gauge g;
+    for (std::size_t i = 0; i < LB; ++i)
+        for (std::size_t j = 0; j < LO; ++j) {
+            double ref = b[j], abs = std::fabs(b[j]);
+            for (std::size_t k = 0; k < LI; ++k) {
+                ref += rb(x[i * LI + k]) * rb(W[k * LO + j]);
+                abs += std::fabs(rb(x[i * LI + k]) * rb(W[k * LO + j]));
+            }
+            g.add(r.y[i * LO + j], ref, (LI + 2) * two_m24 * abs, 1);
+        }
+    for (std::size_t k = 0; k < LI; ++k)
+        for (std::size_t j = 0; j < LO; ++j) {  // dW = x^T dy
+            double ref = 0, abs = 0;
+            for (std::size_t i = 0; i < LB; ++i) {
+                ref += rb(x[i * LI + k]) * rb(dy[i * LO + j]);
+                abs += std::fabs(rb(x[i * LI + k]) * rb(dy[i * LO + j]));
+            }
+            g.add(r.dw[k * LO + j], ref, (LB + 2) * two_m24 * abs, 1);
+        }
+    for (std::size_t i = 0; i < LB; ++i)
+        for (std::size_t k = 0; k < LI; ++k) {  // dx = dy W^T
+            double ref = 0, abs = 0;
+            for (std::size_t j = 0; j < LO; ++j) {
+                ref += rb(dy[i * LO + j]) * rb(W[k * LO + j]);
+                abs += std::fabs(rb(dy[i * LO + j]) * rb(W[k * LO + j]));
+            }
+            g.add(r.dx[i * LI + k], ref, (LO + 2) * two_m24 * abs, 1);
+        }
+    return g.inside;
+}
+
+}  // namespace precision_test
+
+using namespace precision_test;
+
+TEST_CASE("bf16_mixed Linear: fp32 sums of the bf16-rounded weights, inputs and output gradients") {
+    LinNet<fp32> f(5);
+    LinNet<bf16_mixed> h(5);
+    static_assert(std::is_same_v<LinNet<bf16_mixed>::precision, bf16_mixed>);
+    static_assert(std::is_same_v<Network<LinSeq, Shape<LI>>::precision, fp32>);  // the default
+    REQUIRE(same_bits(f.parameters().values(), h.parameters().values()));  // one initialisation
+    const auto x = oar_test::random_vector<float>(LB * LI, 11);
+    const auto dy = oar_test::random_vector<float>(LB * LO, 12);
+    const auto p = f.parameters().values();
+    const float* W = p.data();  // (LI, LO)
+    const LinearRun<fp32> rf(f, x, dy);
+    const LinearRun<bf16_mixed> rh(h, x, dy);
+    Gauge k_y, k_dw, k_dx;
+    for (std::size_t i = 0; i < LB; ++i)
+        for (std::size_t j = 0; j < LO; ++j) {
+            double abs = 0;
+            for (std::size_t k = 0; k < LI; ++k) abs += std::fabs(double(x[i * LI + k]) * W[k * LO + j]);
+            k_y.add(rh.y[i * LO + j], rf.y[i * LO + j], 1.02 * two_m8 * abs, two_m8 * abs);
+        }
+    for (std::size_t k = 0; k < LI; ++k)
+        for (std::size_t j = 0; j < LO; ++j) {  // dW = x^T dy
+            double abs = 0;
+            for (std::size_t i = 0; i < LB; ++i) abs += std::fabs(double(x[i * LI + k]) * dy[i * LO + j]);
+            k_dw.add(rh.dw[k * LO + j], rf.dw[k * LO + j], 1.02 * two_m8 * abs, two_m8 * abs);
+        }
+    for (std::size_t i = 0; i < LB; ++i)
+        for (std::size_t k = 0; k < LI; ++k) {  // dx = dy W^T
+            double abs = 0;
+            for (std::size_t j = 0; j < LO; ++j) abs += std::fabs(double(dy[i * LO + j]) * W[k * LO + j]);
+            k_dx.add(rh.dx[i * LI + k], rf.dx[i * LI + k], 1.02 * two_m8 * abs, two_m8 * abs);
+        }
+    CHECK(rounded_products(rh, x, dy, p));
+    CHECK(k_y.inside);
+    CHECK(k_dw.inside);
+    CHECK(k_dx.inside);
+    CHECK(k_y.worst > 0.05);  // the products did change: the check is not of fp32 against itself
+    MESSAGE("Linear k (|bf16 - fp32| / 2^-8 sum|a||b|): y " << k_y.worst << ", dW " << k_dw.worst << ", dx "
+                                                            << k_dx.worst);
+}
+
+TEST_CASE("bf16_mixed Conv2D (and its fused ReLU): fp32 sums of the bf16-rounded operands") {
+    constexpr std::size_t C = 3, O = 8, H = 6, N = 3, KK = 3;
+    using Seq = Sequential<Conv2D<C, O, KK, 1, 1>, Flatten>;
+    using SeqRelu = Sequential<Conv2D<C, O, KK, 1, 1>, ReLU, Flatten>;
+    Network<Seq, Shape<C, H, H>, cpu, fp32> f(7);
+    Network<Seq, Shape<C, H, H>, cpu, bf16_mixed> h(7);
+    Network<SeqRelu, Shape<C, H, H>, cpu, bf16_mixed> hr(7);
+    static_assert(decltype(hr)::fuses_relu(0));
+    const auto x = oar_test::random_vector<float>(N * C * H * H, 21);
+    const auto dy = oar_test::random_vector<float>(N * O * H * H, 22);
+    const auto p = f.parameters().values();
+    const float* w = p.data();  // (O, C, 3, 3)
+    constexpr std::size_t bo = Conv2D<C, O, KK, 1, 1>::bias_offset;  // the bias starts on a cache line
+    const float* b = w + bo;
+    auto run = [&](auto& net, std::vector<float>& y, std::vector<float>& dw, std::vector<float>& dx) {
+        net.clear_grad();
+        auto out = net.forward(view<std::remove_reference_t<decltype(net)>>(x, N));
+        y.assign(out.data(), out.data() + out.size());
+        dx.assign(x.size(), 0.0f);
+        net.backward({dy.data(), N, make_dims(O * H * H)}, {dx.data(), N, make_dims(C, H, H)});
+        auto g = net.parameters().grads();  // the weight's gradient, then the bias's
+        dw.assign(g.begin(), g.begin() + O * C * KK * KK);
+        dw.insert(dw.end(), g.begin() + bo, g.begin() + bo + O);
+    };
+    std::vector<float> yf, dwf, dxf, yh, dwh, dxh, yr, dwr, dxr;
+    run(f, yf, dwf, dxf);
+    run(h, yh, dwh, dxh);
+    run(hr, yr, dwr, dxr);
+    // References in double: the sums of rounded products, their absolute sums, and the unrounded ones.
+    const std::size_t ny = N * O * H * H, nw = O * C * KK * KK, nx = N * C * H * H;
+    std::vector<double> y_r(ny), y_ar(ny), y_a(ny), w_r(nw + O), w_ar(nw + O), w_a(nw + O), x_r(nx), x_ar(nx), x_a(nx);
+    for (std::size_t s = 0; s < N; ++s)
+        for (std::size_t o = 0; o < O; ++o)
+            for (std::size_t py = 0; py < H; ++py)
+                for (std::size_t px = 0; px < H; ++px) {
+                    const std::size_t yi = ((s * O + o) * H + py) * H + px;
+                    w_r[nw + o] += rb(dy[yi]);  // the bias gradient sums the rounded dy
+                    w_ar[nw + o] += std::fabs(rb(dy[yi]));
+                    w_a[nw + o] += std::fabs(dy[yi]);
+                    for (std::size_t c = 0; c < C; ++c)
+                        for (std::size_t ky = 0; ky < KK; ++ky)
+                            for (std::size_t kx = 0; kx < KK; ++kx) {
+                                const std::ptrdiff_t iy = std::ptrdiff_t(py + ky) - 1, ix = std::ptrdiff_t(px + kx) - 1;
+                                if (iy < 0 || ix < 0 || iy >= std::ptrdiff_t(H) || ix >= std::ptrdiff_t(H)) continue;
+                                const std::size_t xi = ((s * C + c) * H + std::size_t(iy)) * H + std::size_t(ix);
+                                const std::size_t wi = ((o * C + c) * KK + ky) * KK + kx;
+                                y_r[yi] += rb(x[xi]) * rb(w[wi]);
+                                y_ar[yi] += std::fabs(rb(x[xi]) * rb(w[wi]));
+                                y_a[yi] += std::fabs(double(x[xi]) * w[wi]);
+                                w_r[wi] += rb(x[xi]) * rb(dy[yi]);
+                                w_ar[wi] += std::fabs(rb(x[xi]) * rb(dy[yi]));
+                                w_a[wi] += std::fabs(double(x[xi]) * dy[yi]);
+                                x_r[xi] += rb(dy[yi]) * rb(w[wi]);
+                                x_ar[xi] += std::fabs(rb(dy[yi]) * rb(w[wi]));
+                                x_a[xi] += std::fabs(double(dy[yi]) * w[wi]);
+                            }
+                }
+    Gauge tight, tight_dw, tight_dx, k;
+    const double ky_len = C * KK * KK + 2, kw_len = N * H * H + 2, kx_len = O * KK * KK + 2;
+    for (std::size_t i = 0; i < ny; ++i) {
+        const double bi = b[i / (H * H) % O];
+        tight.add(yh[i], y_r[i] + bi, ky_len * two_m24 * (y_ar[i] + std::fabs(bi)), 1);
+        k.add(yh[i], yf[i], 1.02 * two_m8 * y_a[i], two_m8 * y_a[i]);
+    }
+    for (std::size_t i = 0; i < nw + O; ++i) {
+        tight_dw.add(dwh[i], w_r[i], kw_len * two_m24 * w_ar[i], 1);
+        k.add(dwh[i], dwf[i], 1.02 * two_m8 * w_a[i], two_m8 * w_a[i]);
+    }
+    for (std::size_t i = 0; i < nx; ++i) {
+        tight_dx.add(dxh[i], x_r[i], kx_len * two_m24 * x_ar[i], 1);
+        k.add(dxh[i], dxf[i], 1.02 * two_m8 * x_a[i], two_m8 * x_a[i]);
+    }
+    CHECK(tight.inside);
+    CHECK(tight_dw.inside);
+    CHECK(tight_dx.inside);
+    CHECK(k.inside);
+    CHECK(k.worst > 0.05);
+    MESSAGE("Conv2D k (|bf16 - fp32| / 2^-8 sum|a||b|): " << k.worst);
+    // With the ReLU fused: the unfused layer's values with max(., 0), gradients masked the same way.
+    Gauge fused;
+    for (std::size_t i = 0; i < ny; ++i) fused.add(yr[i], std::max(yh[i], 0.0f), 0, 1);
+    CHECK(fused.inside);
+    std::vector<float> dy_masked(dy);
+    for (std::size_t i = 0; i < ny; ++i)
+        if (!(yr[i] > 0)) dy_masked[i] = 0;
+    Network<Seq, Shape<C, H, H>, cpu, bf16_mixed> hm(7);
+    hm.forward(view<decltype(hm)>(x, N));
+    std::vector<float> dxm(nx);
+    hm.backward({dy_masked.data(), N, make_dims(O * H * H)}, {dxm.data(), N, make_dims(C, H, H)});
+    CHECK(same_bits(dxm, dxr));
+    const auto gm = std::span<const float>(hm.parameters().grads());
+    CHECK(same_bits(gm.first(nw), std::span<const float>(dwr).first(nw)));
+    CHECK(same_bits(gm.subspan(bo, O), std::span<const float>(dwr).subspan(nw, O)));
+}
+
+namespace precision_test {
+using course::CNN;
+using course::Image;
+template <class P>
+using CnnNet = Network<CNN, Image, cpu, P>;
+
+/// One forward, loss and backward of the course CNN of policy P on a fixed batch.
+template <class P>
+struct CnnPass {
+    std::vector<float> logits, grads;
+    float loss = 0;
+    explicit CnnPass(CnnNet<P>& net, std::size_t batch = 6) {
+        const auto x = oar_test::random_vector<float>(batch * 28 * 28, 31, 1.0);
+        std::vector<std::int64_t> labels(batch);
+        for (std::size_t i = 0; i < batch; ++i) labels[i] = std::int64_t(i % 10);
+        CrossEntropyLoss<> ce;
+        net.clear_grad();
+        auto z = net.forward(view<CnnNet<P>>(x, batch));
+        logits.assign(z.data(), z.data() + z.size());
+        loss = ce(z, labels);
+        net.backward(ce.backward());
+        auto g = net.parameters().grads();
+        grads.assign(g.begin(), g.end());
+    }
+};
+}  // namespace precision_test
+
+TEST_CASE("bf16_mixed course CNN: logits, loss and gradients near fp32's") {
+    CnnNet<fp32> f(3);
+    CnnNet<bf16_mixed> h(3);
+    const CnnPass<fp32> pf(f);
+    const CnnPass<bf16_mixed> ph(h);
+    double zmax = 0, dz = 0;
+    for (std::size_t i = 0; i < pf.logits.size(); ++i) {
+        zmax = std::max(zmax, std::fabs(double(pf.logits[i])));
+        dz = std::max(dz, std::fabs(double(ph.logits[i]) - pf.logits[i]));
+    }
+    const double k_logits = dz / (two_m8 * zmax);
+    CHECK(k_logits > 0.01);  // bf16 did change them
+    CHECK(k_logits <= 2.0);
+    CHECK(std::fabs(ph.loss - pf.loss) <= 1.0 * two_m8 * std::fabs(pf.loss));
+    double k_grads = 0;
+    for (const ParamEntry& e : f.parameters().entries()) {
+        double diff2 = 0, norm2 = 0;
+        for (std::size_t i = e.offset; i < e.offset + e.size; ++i) {
+            const double d = double(ph.grads[i]) - pf.grads[i];
+            diff2 += d * d;
+            norm2 += double(pf.grads[i]) * pf.grads[i];
+        }
+        const double k = std::sqrt(diff2 / norm2) / two_m8;
+        CHECK_MESSAGE(k <= 20.0, e.key);
+        k_grads = std::max(k_grads, k);
+    }
+    MESSAGE("course CNN: k of logits " << k_logits << " (of max|logit|), of gradients " << k_grads
+                                       << " (of ||g||_2 per tensor); loss " << pf.loss << " vs " << ph.loss);
+}
+
+TEST_CASE("bf16_mixed gives the same bits on 1, 2 and 3 threads") {
+    std::vector<float> logits1, grads1;
+    for (std::size_t threads : {1u, 2u, 3u}) {
+        set_num_threads(threads);
+        CnnNet<bf16_mixed> h(4);
+        const CnnPass<bf16_mixed> ph(h, 16);
+        if (threads == 1) {
+            logits1 = ph.logits;
+            grads1 = ph.grads;
+        } else {
+            CHECK_MESSAGE(same_bits(ph.logits, logits1), threads << " threads");
+            CHECK_MESSAGE(same_bits(ph.grads, grads1), threads << " threads");
+        }
+    }
+    set_num_threads(default_thread_count());
+}
+
+TEST_CASE("a bf16_mixed network learns: four Gaussian classes in 16 dimensions") {
+    using Seq = Sequential<Linear<16, 32>, ReLU, Linear<32, 4>>;
+    Network<Seq, Shape<16>, cpu, bf16_mixed> net(9);
+    Adam<> opt(net.parameters(), {.learning_rate = 1e-2f});
+    CrossEntropyLoss<> ce;
+    constexpr std::size_t B = 32;
+    const auto centres = oar_test::random_vector<float>(4 * 16, 41, 1.0);
+    auto batch = [&](std::uint64_t seed, std::vector<float>& x, std::vector<std::int64_t>& y) {
+        const auto noise = oar_test::random_vector<float>(B * 16, seed, 0.8);
+        x.resize(B * 16);
+        y.resize(B);
+        for (std::size_t i = 0; i < B; ++i) {
+            y[i] = std::int64_t((i * 7 + seed) % 4);
+            for (std::size_t d = 0; d < 16; ++d) x[i * 16 + d] = centres[std::size_t(y[i]) * 16 + d] + noise[i * 16 + d];
+        }
+    };
+    std::vector<float> x;
+    std::vector<std::int64_t> y;
+    float first = 0, last = 0;
+    for (std::uint64_t step = 0; step < 150; ++step) {
+        batch(100 + step, x, y);
+        const float loss = ce(net.forward(view<decltype(net)>(x, B)), y);
+        if (step == 0) first = loss;
+        last = loss;
+        net.backward(ce.backward());
+        opt.step();
+        opt.clear_grad();
+    }
+    batch(7, x, y);  // held out
+    net.eval();
+    auto z = net.forward(view<decltype(net)>(x, B));
+    std::size_t right = 0;
+    for (std::size_t i = 0; i < B; ++i) {
+        std::size_t best = 0;
+        for (std::size_t c = 1; c < 4; ++c)
+            if (z.data()[i * 4 + c] > z.data()[i * 4 + best]) best = c;
+        right += best == std::size_t(y[i]);
+    }
+    CHECK(last < 0.25f * first);
+    CHECK(right >= 30);  // of 32
+    MESSAGE("loss " << first << " -> " << last << ", held-out " << right << "/32");
+}
+
+TEST_CASE("checkpoints are fp32 and load into a network of either precision") {
+    const std::string dir = (std::filesystem::temp_directory_path() / "oar_test_precision").string();
+    std::filesystem::create_directories(dir);
+    CnnNet<fp32> f(11);
+    CnnNet<bf16_mixed> h(12);
+    { const CnnPass<bf16_mixed> step(h); }  // gradients present, parameters as initialised
+    save_weights(dir + "/f.safetensors", f);
+    load_weights(dir + "/f.safetensors", h);
+    CHECK(same_bits(f.parameters().values(), h.parameters().values()));
+    CHECK(same_bits(CnnPass<bf16_mixed>(h).logits, CnnPass<bf16_mixed>(h).logits));
+    // A trained bf16 network's fp32 master weights back into an fp32 network, bit for bit.
+    Adam<> opt(h.parameters(), {.learning_rate = 1e-3f});
+    { const CnnPass<bf16_mixed> step(h); }
+    opt.step();
+    save_weights(dir + "/h.safetensors", h);
+    CnnNet<fp32> g(13);
+    load_weights(dir + "/h.safetensors", g);
+    CHECK(same_bits(g.parameters().values(), h.parameters().values()));
+    CHECK(!same_bits(g.parameters().values(), f.parameters().values()));  // the step moved them
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("bf16_mixed on the AVX512-BF16 and AMX routes: the same products, summed in another order") {
+    const auto x = oar_test::random_vector<float>(LB * LI, 51);
+    const auto dy = oar_test::random_vector<float>(LB * LO, 52);
+    LinNet<bf16_mixed> base(6);
+    const LinearRun<bf16_mixed> ref(base, x, dy);  // the fp32 route of this CPU's vector ISA
+    for (cpu_isa isa : {cpu_isa::avx512_bf16, cpu_isa::amx}) {
+        if (!cpu_supports(isa)) {
+            oar_test::skip(std::string("bf16_mixed on ") + std::string(cpu_isa_name(isa)) + ": " +
+                           cpu_isa_unsupported_reason(isa));
+            continue;
+        }
+        set_cpu_isa(isa);
+        LinNet<bf16_mixed> h(6);
+        const LinearRun<bf16_mixed> r(h, x, dy);
+        set_cpu_isa(default_cpu_isa());
+        // The same exact products as the fp32 route, summed in fp32 in another order.
+        CHECK_MESSAGE(rounded_products(r, x, dy, h.parameters().values()), cpu_isa_name(isa));
+        CHECK_MESSAGE(rounded_products(ref, x, dy, base.parameters().values()), cpu_isa_name(isa));
+    }
+}
