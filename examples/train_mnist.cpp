@@ -23,6 +23,7 @@
 #include <oar/dist/parameter_server.hpp>  // ps::Server, ps::Trainer: oar-launch --server_num / --worker_num
 #include <oar/dist/role_maker.hpp>  // ps_role_from_env: which ranks serve
 #include <oar/kernels/cuda/device.hpp>  // no_device_error (plain C++: names the backend, needs no toolkit)
+#include <oar/kernels/cpu/gemm_bf16.hpp>  // --precision bf16: the bf16_mixed policy's kernels
 #include <oar/models/course.hpp>    // oar::course::CNN, ...
 #include <oar/oar.hpp>              // the library
 
@@ -61,6 +62,7 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --seed N             seed of initialisation, shuffling and dropout (default 0)
   --workers N          DataLoader worker threads                    (default 0)
   --device D           cpu | gpu | gpu:N                            (default cpu)
+  --precision P        fp32 | bf16: bf16 mixed precision on the CPU  (default fp32)
   --checkpoint-dir DIR save checkpoints there; --resume latest continues from one
   --log-dir DIR        CSV, TensorBoard events and SVG curves
   --export-onnx PATH   after training, write the model as ONNX to PATH
@@ -105,6 +107,10 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --workers N          DataLoader worker threads, 0 = load in the training thread (default 0)
   --device D           cpu | gpu | gpu:N                            (default cpu; gpu: a build
                        with CUDA, models cnn and mlp, no checkpoints)
+  --precision P        fp32 | bf16 (default fp32); bf16: mixed precision on the CPU, the
+                       products of Linear and Conv2D on bf16-rounded weights, inputs and
+                       gradients summed in fp32 (AVX512-BF16 / AMX where the CPU has them),
+                       fp32 master weights, optimizer, loss and checkpoints
   --checkpoint-dir DIR save DIR/latest after every epoch (and when stopped by a signal),
                        DIR/epoch_<n> and DIR/best (by validation accuracy), as safetensors
   --resume CKPT        continue from a checkpoint: "latest" (in --checkpoint-dir), DIR/STEM,
@@ -194,16 +200,25 @@ int run_ps(const Config& c, const mnist_job::Run& job, const Splits<D>& data, co
 }
 #endif
 
+/// The model --model names on the CPU, with precision policy P.
+template <class P, class D, class Comm>
+int run_cpu(const Config& c, const mnist_job::Run& job, const Splits<D>& data, Comm& comm) {
+    if (c.model == "linear") return mnist_job::run_model<oar::course::LinearRegression, oar::cpu, P>(c, job, data, comm);
+    if (c.model == "sigmoid-mlp") return mnist_job::run_model<oar::course::SigmoidMLP, oar::cpu, P>(c, job, data, comm);
+    if (c.model == "mlp") return mnist_job::run_model<oar::course::MLP, oar::cpu, P>(c, job, data, comm);
+    return mnist_job::run_model<oar::course::CNN, oar::cpu, P>(c, job, data, comm);
+}
+
 template <class D>
 int run(const Config& c, const std::string& path, const std::string& dataset, const Splits<D>& data,
         oar::dist::ParallelContext& par, clock_type::time_point start) {
     say("dataset: %s (%s): train %zu, valid %zu, test %zu images\n", dataset.c_str(), path.c_str(),
         data.train.size(), data.valid.size(), data.test.size());
     say("recipe: %s, model: %s, optimizer: %s, lr %g (%s), L2Decay %g, batch %zu, epochs %zu, seed %llu, init %s, "
-        "workers %zu\n",
+        "workers %zu, precision %s\n",
         c.recipe.c_str(), c.model.c_str(), c.optimizer.c_str(), static_cast<double>(c.lr), lines::describe_schedule(c).c_str(),
         static_cast<double>(c.l2), c.batch_size, c.epochs, static_cast<unsigned long long>(c.seed), c.init.c_str(),
-        c.workers);
+        c.workers, c.precision.c_str());
     if (role)
         say("parameter server: %d server(s), %d trainers, %zu images per trainer per step, %s (trainer 0 writes)\n",
             role->servers, role->trainers, c.batch_size / static_cast<std::size_t>(role->trainers),
@@ -226,10 +241,8 @@ int run(const Config& c, const std::string& path, const std::string& dataset, co
         return oar::gpu::train_mnist({.options = &c, .run = job, .log = out.log}, data);
 #endif
     auto& comm = par.comm();
-    if (c.model == "linear") return mnist_job::run_model<oar::course::LinearRegression, oar::cpu>(c, job, data, comm);
-    if (c.model == "sigmoid-mlp") return mnist_job::run_model<oar::course::SigmoidMLP, oar::cpu>(c, job, data, comm);
-    if (c.model == "mlp") return mnist_job::run_model<oar::course::MLP, oar::cpu>(c, job, data, comm);
-    return mnist_job::run_model<oar::course::CNN, oar::cpu>(c, job, data, comm);
+    if (c.precision == "bf16") return run_cpu<oar::bf16_mixed>(c, job, data, comm);
+    return run_cpu<oar::fp32>(c, job, data, comm);
 }
 
 /// The folder that `flag` names, made if missing, before anything trains: io_error naming the flag
@@ -333,6 +346,8 @@ int main(int argc, char** argv) {
             role = oar::dist::ps_role_from_env(par.world_size(), par.rank());
             if (c.device.kind == oar::DeviceOption::Kind::gpu)
                 throw oar::usage_error("--device gpu: the parameter-server mode trains on the CPU");
+            if (c.precision != "fp32")
+                throw oar::usage_error("--precision bf16: the parameter-server mode trains in fp32");
         } else if (c.a_sync) {
             throw oar::usage_error("--a-sync is the parameter server's asynchronous mode: start the job with "
                                    "oar-launch --server_num S --worker_num W");

@@ -255,11 +255,11 @@ int with_optimizer(const Config& c, Net& net, F&& f) {
     return f(opt);
 }
 
-/// Builds the network of `Seq` on backend B from --seed and --init, prints its summary, and trains
+/// Builds the network of `Seq` on backend B with precision policy P from --seed and --init, prints its summary, and trains
 /// it with the optimizer --optimizer names.
-template <class Seq, oar::Backend B, class Comm, class D>
+template <class Seq, oar::Backend B, class P = oar::fp32, class Comm, class D>
 int run_model(const Config& c, const Run& run, const Splits<D>& data, Comm& comm) {
-    using Net = oar::Network<Seq, oar::course::Image, B>;
+    using Net = oar::Network<Seq, oar::course::Image, B, P>;
     Net net(c.seed, c.init == "torch" ? oar::init_scheme::torch : oar::init_scheme::paddle);
     say("%s", oar::summary(net).c_str());
     return with_optimizer<B>(c, net, [&](auto& opt) { return train(c, run, data, net, opt, comm); });

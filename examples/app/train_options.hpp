@@ -211,6 +211,9 @@ struct TrainOptions {
     std::size_t log_every = 200;
     std::size_t workers = 0;
     DeviceOption device{};
+    /// fp32 | bf16: the network's precision policy (core/precision.hpp): bf16 is
+    /// Network<..., oar::cpu, oar::bf16_mixed> (the products on bf16 operands, fp32 master weights).
+    std::string precision = "fp32";
     std::string checkpoint_dir;
     std::string resume;  ///< "latest", a checkpoint's DIR/STEM, or a folder (its "latest")
     std::string log_dir;
@@ -273,6 +276,7 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
         else if (flag == "--log-every") c.log_every = parse_count(flag, value, 0);
         else if (flag == "--workers") c.workers = parse_count(flag, value, 0);
         else if (flag == "--device") c.device = parse_device(value);
+        else if (flag == "--precision") c.precision = value;
         else if (flag == "--checkpoint-dir") c.checkpoint_dir = parse_path(flag, value, "a folder");
         else if (flag == "--resume") c.resume = parse_path(flag, value, "latest, DIR/STEM or DIR");
         else if (flag == "--log-dir") c.log_dir = parse_path(flag, value, "a folder");
@@ -297,6 +301,10 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
         throw usage_error("--model must be linear, sigmoid-mlp, mlp or cnn, got '" + c.model + "'");
     if (c.optimizer != "sgd" && c.optimizer != "momentum" && c.optimizer != "adagrad" && c.optimizer != "adam")
         throw usage_error("--optimizer must be sgd, momentum, adagrad or adam, got '" + c.optimizer + "'");
+    if (c.precision != "fp32" && c.precision != "bf16")
+        throw usage_error("--precision must be fp32 or bf16, got '" + c.precision + "'");
+    if (c.precision == "bf16" && c.device.kind == DeviceOption::Kind::gpu)
+        throw usage_error("--precision bf16 runs on --device cpu (the GPU has no bf16 policy yet)");
     if (c.init != "paddle" && c.init != "torch")
         throw usage_error("--init must be paddle or torch, got '" + c.init + "'");
     if (c.epochs > 1000000) throw usage_error(detail::concat("--epochs ", c.epochs, " is more than 1000000"));

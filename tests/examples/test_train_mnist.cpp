@@ -553,6 +553,28 @@ TEST_CASE("--device gpu:N without that GPU (or without CUDA) is refused with a m
     CHECK(per_batch.output.find(", lr 1.5625e-05\n") != std::string::npos);
 }
 
+TEST_CASE("--precision bf16 trains the CNN and the MLP in bf16 mixed precision, says so in its header line, and learns "
+          "other numbers than fp32") {
+    TempDir tmp;
+    write_set(tmp.path, "train", 240);
+    write_set(tmp.path, "t10k", 60);
+    for (const std::string model : {"cnn", "mlp"}) {
+        const std::string args = "--data " + tmp.path.string() + " --model " + model +
+                                 " --epochs 2 --batch-size 32 --log-every 2 --lr 0.003";
+        const Run bf16 = run(args + " --precision bf16");
+        const Run fp32 = run(args);
+        INFO(bf16.output, fp32.output);
+        REQUIRE((bf16.status == 0 && fp32.status == 0));
+        CHECK(bf16.output.find(", precision bf16\n") != std::string::npos);
+        CHECK(fp32.output.find(", precision fp32\n") != std::string::npos);
+        std::smatch m;
+        REQUIRE(std::regex_search(bf16.output, m, result_line));
+        CHECK(std::stod(m[3]) >= 0.9);  // the bars are easy to learn
+        CHECK(learning(bf16.output).size() > 200);
+        CHECK(learning(bf16.output) != learning(fp32.output));  // the products did change
+    }
+}
+
 TEST_CASE("--recipe course trains as the course's settings given one by one, and says so in its header line") {
     TempDir tmp;
     write_set(tmp.path, "train", 120);

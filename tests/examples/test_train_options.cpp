@@ -40,6 +40,7 @@ TEST_CASE("no flags give the defaults: CNN, Adam 1e-3 (x0.1 for the last fifth),
     CHECK(o.init == "torch");  // the main job's default; Network's own default stays Paddle's
     CHECK(o.workers == 0);
     CHECK(o.device == oar::DeviceOption{});
+    CHECK(o.precision == "fp32");
     // The main job's default schedule: MultiStepDecay by 0.1 at four fifths of the epochs, stepped
     // per epoch: epochs 0-3 at 1e-3, epoch 4 at 1e-4.
     CHECK(o.lr_schedule.kind == oar::ScheduleOption::Kind::multistep);
@@ -75,6 +76,8 @@ TEST_CASE("every flag is read, as --flag value and as --flag=value") {
     CHECK(o.lr_schedule.kind == oar::ScheduleOption::Kind::multistep);
     CHECK(o.lr_schedule.milestones == std::vector<std::int64_t>{2, 4});
     CHECK(o.lr_schedule.gamma == 0.5);
+    CHECK(parse({"--precision", "bf16"}).precision == "bf16");
+    CHECK(parse({"--precision=fp32"}).precision == "fp32");
     CHECK_FALSE(oar::parse_train_options({"--epochs", "3", "--help", "--bogus"}).has_value());  // --help wins
     CHECK_FALSE(oar::parse_train_options({"-h"}).has_value());
 }
@@ -171,6 +174,8 @@ TEST_CASE("bad flags and values are usage errors that name the flag and the valu
         {{"--device", "tpu"}, "--device must be cpu, gpu or gpu:N (N a device number), got 'tpu'"},
         {{"--device", "gpu:"}, "got 'gpu:'"},
         {{"--device", "gpu:-1"}, "got 'gpu:-1'"},
+        {{"--precision", "fp16"}, "--precision must be fp32 or bf16, got 'fp16'"},
+        {{"--precision", "bf16", "--device", "gpu"}, "--precision bf16 runs on --device cpu"},
         {{"--lr-schedule", "exp:3"}, "--lr-schedule 'exp:3': unknown schedule"},
         {{"--lr-schedule", "step"}, "--lr-schedule 'step': unknown schedule"},
         {{"--lr-schedule", "step:0"}, "--lr-schedule step size needs an integer >= 1, got '0'"},
