@@ -193,6 +193,12 @@ def lesson2_mnist(program, source_dir, tmp):
     need(r"^training on 5000 images, 4 epochs, batches of 10, SGD learning rate 0\.001, square error$", out, "settings")
     check_model(out, "linear regression", 785, 3, fall=0.9)
     check_model(out, "sigmoid MLP", 7971, 3)
+    # The CNN on the first 2,000 real images, 4 epochs of 20 batches of 100.
+    out = run([program, "--data", folder, "--models", "cnn", "--epochs", "4", "--train-size", "2000",
+               "--log-every", "10", "--plot", os.path.join(tmp, "sigmoid.svg")])
+    need(r"^training on 2000 images, 4 epochs, batches of 100, SGD learning rate 0\.001, square error$", out,
+         "the CNN's settings")
+    check_model(out, "CNN", 11521, 3)
 
 
 def lesson4(program, tmp):
