@@ -2,7 +2,7 @@
 and timing as sbs_oar.cpp, in three variants: fp32, channels_last (the CNN's activations in NHWC,
 oneDNN's preferred layout) and bf16 autocast (fp32 master weights). Run by
 benchmarks/side_by_side.sh from its own venv (--pytorch-venv; see docs/BENCHMARKS.md).
-    python sbs_pytorch.py <cnn|mlp> <train|infer> <threads> <batch> <steps> [fp32|channels_last|bf16]
+    python sbs_pytorch.py <cnn|mlp|mynet|resnet8> <train|infer> <threads> <batch> <steps> [fp32|channels_last|bf16]
     -> "img_per_sec=<best of 3 rounds> peak_rss_mb=<ru_maxrss> variant=<variant>"
 """
 import contextlib
@@ -14,12 +14,48 @@ import torch
 import torch.nn as nn
 
 
+class Residual(nn.Module):
+    """body(x) + shortcut(x) (the identity without a shortcut), as oar's Residual block."""
+
+    def __init__(self, body, shortcut=None):
+        super().__init__()
+        self.body = body
+        self.shortcut = shortcut if shortcut is not None else nn.Identity()
+
+    def forward(self, x):
+        return self.body(x) + self.shortcut(x)
+
+
+def conv3x3(cin, cout, stride=1):
+    return nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+
+
+def basic_block(c):
+    return Residual(nn.Sequential(conv3x3(c, c), nn.BatchNorm2d(c), nn.ReLU(), conv3x3(c, c), nn.BatchNorm2d(c)))
+
+
+def down_block(cin, cout):
+    return Residual(nn.Sequential(conv3x3(cin, cout, 2), nn.BatchNorm2d(cout), nn.ReLU(), conv3x3(cout, cout),
+                                  nn.BatchNorm2d(cout)),
+                    nn.Sequential(nn.Conv2d(cin, cout, 1, stride=2, bias=False), nn.BatchNorm2d(cout)))
+
+
 def make_model(name):
-    if name == "cnn":
+    if name == "cnn":  # course::CNN
         return nn.Sequential(nn.Conv2d(1, 20, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(20, 20, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Flatten(), nn.Linear(980, 10))
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2), nn.Linear(512, 10))
+    if name == "mlp":  # course::MLP
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2), nn.Linear(512, 10))
+    if name == "mynet":  # course::MyNet, the fleet chapter's CIFAR-10 net
+        return nn.Sequential(nn.Conv2d(3, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.Flatten(),
+                             nn.Linear(1024, 64), nn.ReLU(), nn.Linear(64, 10))
+    if name == "resnet8":  # models::ResNet8<16>
+        return nn.Sequential(conv3x3(3, 16), nn.BatchNorm2d(16), nn.ReLU(), basic_block(16), nn.ReLU(),
+                             basic_block(16), nn.ReLU(), down_block(16, 32), nn.ReLU(),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    sys.exit(f"sbs_pytorch: unknown model {name}")
 
 
 def main():
@@ -31,7 +67,8 @@ def main():
     torch.manual_seed(1)
     net = make_model(model)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    x = torch.rand(batch, 1, 28, 28, generator=torch.Generator().manual_seed(5))
+    shape = (3, 32, 32) if model in ("mynet", "resnet8") else (1, 28, 28)
+    x = torch.rand(batch, *shape, generator=torch.Generator().manual_seed(5))
     y = torch.arange(batch) % 10
     if variant == "channels_last":
         net = net.to(memory_format=torch.channels_last)
