@@ -3,8 +3,10 @@
 # rounds after 3 warm-up steps) in oar, libtorch (Debian's libtorch-dev, C++ frontend, g++) and
 # PaddlePaddle (pip `paddlepaddle` CPU in $build/paddle-venv, when it can be installed; skipped
 # otherwise), on 1 and 2 threads. The models: the course's CNN and MLP (MNIST-shaped), the fleet
-# chapter's MyNet and models::ResNet8 (CIFAR-shaped). A job is MODEL:MODE:BATCH; batch-1 inference
-# jobs are reported as latency (microseconds per image) in a second table.
+# chapter's MyNet and models::ResNet8 (CIFAR-shaped). A job is MODEL:MODE:BATCH[:bf16]; with :bf16
+# oar runs its bf16 mixed-precision policy (the peers' jobs are the same as without it: PyTorch's
+# bf16 autocast is one of its variants anyway). Batch-1 inference jobs are reported as latency
+# (microseconds per image) in a second table.
 # Prints Markdown tables of images/s (or latency), peak RSS and the ratios of oar to each peer.
 #   benchmarks/side_by_side.sh [--threads "1 2"] [--steps 20] [--jobs "cnn:train:100 ..."]
 #                              [--no-paddle] [--pytorch PYTHON]
@@ -94,12 +96,12 @@ pytorch_best() {
   echo "$best"
 }
 
-# run <framework> <model> <mode> <threads> <batch> -> "img_per_sec peak_rss_mb" (or "- -")
+# run <framework> <model> <mode> <threads> <batch> [precision] -> "img_per_sec peak_rss_mb" (or "- -")
 run() {
-  local fw="$1" model="$2" mode="$3" t="$4" b="$5" out="" n
+  local fw="$1" model="$2" mode="$3" t="$4" b="$5" prec="${6:-fp32}" out="" n
   n="$(steps_for "$b")"
   case "$fw" in
-    oar) out="$("$oar_bin" "$model" "$mode" "$t" "$b" "$n" 2>/dev/null || true)" ;;
+    oar) out="$("$oar_bin" "$model" "$mode" "$t" "$b" "$n" "$prec" 2>/dev/null || true)" ;;
     torch) [[ -n "$torch_bin" ]] && out="$(OMP_NUM_THREADS="$t" "$torch_bin" "$model" "$mode" "$t" "$b" "$n" 2>/dev/null || true)" ;;
     paddle) [[ -n "$paddle_py" ]] && out="$(OMP_NUM_THREADS="$t" MKL_NUM_THREADS="$t" CPU_NUM=1 "$paddle_py" "$root/benchmarks/sbs_paddle.py" "$model" "$mode" "$t" "$b" "$n" 2>/dev/null | tail -1 || true)" ;;
   esac
@@ -120,18 +122,19 @@ rows=()      # throughput rows
 lat_rows=()  # batch-1 latency rows
 for t in $threads_list; do
   for job in $jobs; do
-    IFS=: read -r model mode b <<<"$job"
-    read -r o_ips o_rss <<<"$(run oar "$model" "$mode" "$t" "$b")"
+    IFS=: read -r model mode b prec <<<"$job"
+    prec="${prec:-fp32}"
+    read -r o_ips o_rss <<<"$(run oar "$model" "$mode" "$t" "$b" "$prec")"
     read -r t_ips t_rss <<<"$(run torch "$model" "$mode" "$t" "$b")"
     read -r p_ips p_rss <<<"$(run paddle "$model" "$mode" "$t" "$b")"
     read -r y_ips y_rss y_var <<<"$(pytorch_best "$model" "$mode" "$t" "$b")"
     ratios="$(ratio "$o_ips" "$t_ips") | $(ratio "$o_ips" "$p_ips") | $(ratio "$o_ips" "$y_ips")"
     if [[ "$mode" == infer && "$b" == 1 ]]; then
       y_cell="$(latency "$y_ips")"; [[ "$y_var" != "-" ]] && y_cell="$y_cell ($y_var)"
-      lat_rows+=("| $model | $t | $(latency "$o_ips") | $(latency "$t_ips") | $(latency "$p_ips") | $y_cell | $ratios |")
+      lat_rows+=("| $model$([[ $prec == bf16 ]] && echo ", oar bf16") | $t | $(latency "$o_ips") | $(latency "$t_ips") | $(latency "$p_ips") | $y_cell | $ratios |")
     else
       y_cell="$y_ips"; [[ "$y_var" != "-" ]] && y_cell="$y_ips ($y_var)"
-      rows+=("| $model $mode, batch $b | $t | $o_ips | $t_ips | $p_ips | $y_cell | $ratios | $o_rss / $t_rss / $p_rss / $y_rss |")
+      rows+=("| $model $mode, batch $b$([[ $prec == bf16 ]] && echo ", oar bf16") | $t | $o_ips | $t_ips | $p_ips | $y_cell | $ratios | $o_rss / $t_rss / $p_rss / $y_rss |")
     fi
   done
 done
