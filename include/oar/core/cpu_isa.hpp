@@ -85,7 +85,8 @@ inline bool cpu_has_amx_bits() {
     if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1u)) return false;  // OSXSAVE: xgetbv usable
     unsigned lo = 0, hi = 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return ((lo >> 17) & 3u) == 3u;
+    const unsigned long long xcr0 = (static_cast<unsigned long long>(hi) << 32) | lo;
+    return ((xcr0 >> 17) & 3u) == 3u;
 }
 #endif
 /// Empty when this process may use the AMX tile data, else why not. Linux hands the tile state to
