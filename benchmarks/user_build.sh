@@ -30,7 +30,7 @@ done
 
 echo "user_build: oar's tuned build and its install in $build" >&2
 cmake --preset release -B "$build/oar" -DOAR_BUILD_CUDA=OFF -DOAR_BUILD_TESTS=OFF -DOAR_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build "$build/oar" --target sbs_oar >/dev/null
+cmake --build "$build/oar" --target sbs_oar oar_kernels >/dev/null  # the install holds the kernels library too
 cmake --install "$build/oar" --prefix "$build/prefix" --component oar_development >/dev/null
 echo "user_build: the user's project, Release defaults and -O2" >&2
 cmake -S "$root/benchmarks/user_build" -B "$build/release" -G Ninja -DCMAKE_BUILD_TYPE=Release \
