@@ -15,6 +15,11 @@
 // - A network that learns; checkpoints interchange between the policies; the same bits on 1, 2
 //   and 3 threads; the AVX512-BF16 and AMX routes where the CPU has them (skipped, naming the
 //   feature, elsewhere).
+// - Elementwise tails run in the producer's epilogue (Linear + Sigmoid, Conv2D + Sigmoid, Conv2D +
+//   an eval-mode BatchNorm2D folded): the bits of the layers one by one, whose products are the
+//   rounded operands' (the gradient after the tail's backward included); fp32 fails that check.
+// - bf16_mixed equals the fp32 network with rounded weights on the rounded input and output
+//   gradient, bit for bit, also for a batch large enough that the forwards round it in chunks.
 #include <oar/core/precision.hpp>  // the header under test
 
 #include <doctest/doctest.h>
@@ -23,6 +28,7 @@
 #include <oar/core/thread_pool.hpp>       // set_num_threads: results must not depend on it
 #include <oar/kernels/cpu/gemm_bf16.hpp>  // precision_gemm<bf16_mixed>
 #include <oar/layers/activation.hpp>
+#include <oar/layers/batch_norm.hpp>
 #include <oar/layers/conv2d.hpp>
 #include <oar/layers/flatten.hpp>
 #include <oar/layers/linear.hpp>
@@ -93,8 +99,9 @@ struct LinearRun {
 
 /// Whether y, dW and dx of a bf16_mixed run are within (K + 2) 2^-24 sum|a_bf||b_bf| of the double
 /// sums of the rounded operands' products (W, b: the network's parameters).
-inline bool rounded_products(const LinearRun<bf16_mixed>& r, const std::vector<float>& x, const std::vector<float>& dy,
-                             std::span<const float> p) {
+/// R: a LinearRun, or any run with the same y, dw and dx.
+template <class R>
+bool rounded_products(const R& r, const std::vector<float>& x, const std::vector<float>& dy, std::span<const float> p) {
     const float* W = p.data();
     const float* b = p.data() + Linear<LI, LO>::bias_offset;
     Gauge g;
@@ -424,5 +431,229 @@ TEST_CASE("bf16_mixed on the AVX512-BF16 and AMX routes: the same products, summ
         // The same exact products as the fp32 route, summed in fp32 in another order.
         CHECK_MESSAGE(rounded_products(r, x, dy, h.parameters().values()), cpu_isa_name(isa));
         CHECK_MESSAGE(rounded_products(ref, x, dy, base.parameters().values()), cpu_isa_name(isa));
+    }
+}
+
+namespace precision_test {
+
+/// Layer 0's values in a pass run layer by layer (an observer makes Network unfuse every tail):
+/// its output z, and in the backward the gradient dz it received.
+struct FirstLayer {
+    std::vector<float> z, dz;
+    void on_forward(const LayerEvent& e) {
+        if (e.index == 0) z.assign(e.output.data(), e.output.data() + e.output.size());
+    }
+    void on_backward(const LayerEvent& e) {
+        if (e.index == 0) dz.assign(e.dy.data(), e.dy.data() + e.dy.size());
+    }
+};
+
+/// A run's values: the network's output y, its input gradient dx and the whole gradient buffer.
+struct TailRun {
+    std::vector<float> y, dx, grads;
+    template <class Net, class... Obs>
+    TailRun(Net& net, const std::vector<float>& x, const std::vector<float>& dy, std::size_t n, Obs&... obs) {
+        net.clear_grad();
+        auto out = net.forward(view<Net>(x, n), obs...);
+        y.assign(out.data(), out.data() + out.size());
+        dx.assign(x.size(), 0.0f);
+        net.backward({dy.data(), n, Net::output_shape::dims}, {dx.data(), n, Net::input_shape::dims}, obs...);
+        auto g = net.parameters().grads();
+        grads.assign(g.begin(), g.end());
+    }
+};
+
+/// Whether a 3x3, stride 1, pad 1 convolution of N samples (C -> O channels, H x H) computed z from
+/// x, weights w and bias b, and dw, db, dx from dz, as fp32 sums of the bf16-rounded operands: each
+/// within (K + 2) 2^-24 sum|a_bf||b_bf| of the double sum of the rounded products, K the length of
+/// the sum; the bias gradient sums the rounded dz. dz and the gradients may be null (forward only).
+inline bool conv_rounded_products(std::size_t N, std::size_t C, std::size_t O, std::size_t H, const float* x,
+                                  const float* w, const float* b, const float* z, const float* dz, const float* dw,
+                                  const float* db, const float* dx) {
+    constexpr std::size_t KK = 3;
+    const std::size_t ny = N * O * H * H, nw = O * C * KK * KK, nx = N * C * H * H;
+    std::vector<double> z_r(ny), z_a(ny), w_r(nw + O), w_a(nw + O), x_r(nx), x_a(nx);
+    for (std::size_t s = 0; s < N; ++s)
+        for (std::size_t o = 0; o < O; ++o)
+            for (std::size_t py = 0; py < H; ++py)
+                for (std::size_t px = 0; px < H; ++px) {
+                    const std::size_t yi = ((s * O + o) * H + py) * H + px;
+                    const double g = dz ? rb(dz[yi]) : 0.0;
+                    w_r[nw + o] += g;
+                    w_a[nw + o] += std::fabs(g);
+                    for (std::size_t c = 0; c < C; ++c)
+                        for (std::size_t ky = 0; ky < KK; ++ky)
+                            for (std::size_t kx = 0; kx < KK; ++kx) {
+                                const std::ptrdiff_t iy = std::ptrdiff_t(py + ky) - 1, ix = std::ptrdiff_t(px + kx) - 1;
+                                if (iy < 0 || ix < 0 || iy >= std::ptrdiff_t(H) || ix >= std::ptrdiff_t(H)) continue;
+                                const std::size_t xi = ((s * C + c) * H + std::size_t(iy)) * H + std::size_t(ix);
+                                const std::size_t wi = ((o * C + c) * KK + ky) * KK + kx;
+                                z_r[yi] += rb(x[xi]) * rb(w[wi]);
+                                z_a[yi] += std::fabs(rb(x[xi]) * rb(w[wi]));
+                                w_r[wi] += rb(x[xi]) * g;
+                                w_a[wi] += std::fabs(rb(x[xi]) * g);
+                                x_r[xi] += g * rb(w[wi]);
+                                x_a[xi] += std::fabs(g * rb(w[wi]));
+                            }
+                }
+    Gauge gz, gw, gx;
+    for (std::size_t i = 0; i < ny; ++i) {
+        const double bi = b[i / (H * H) % O];
+        gz.add(z[i], z_r[i] + bi, double(C * KK * KK + 2) * two_m24 * (z_a[i] + std::fabs(bi)), 1);
+    }
+    if (dz) {
+        for (std::size_t i = 0; i < nw + O; ++i)
+            gw.add(i < nw ? dw[i] : db[i - nw], w_r[i], double(N * H * H + 2) * two_m24 * w_a[i], 1);
+        for (std::size_t i = 0; i < nx; ++i) gx.add(dx[i], x_r[i], double(O * KK * KK + 2) * two_m24 * x_a[i], 1);
+    }
+    return gz.inside && gw.inside && gx.inside;
+}
+
+}  // namespace precision_test
+
+TEST_CASE("bf16_mixed in an elementwise tail: Linear + Sigmoid, Conv2D + Sigmoid, Conv2D + folded BatchNorm2D") {
+    // Each tail runs in its producer's epilogue (forward_map, then the chain's backward and the
+    // producer's): the same bits as the layers one by one, whose products must sum the rounded
+    // operands, the gradient entering the producer (after the tail's backward) included. The fp32
+    // policy fails the same check: it tells rounded operands from unrounded ones.
+    SUBCASE("Linear + Sigmoid") {
+        using Seq = Sequential<Linear<LI, LO>, Sigmoid>;
+        using Net = Network<Seq, Shape<LI>, cpu, bf16_mixed>;
+        static_assert(Net::epilogue_length(0) == 1);
+        const auto x = oar_test::random_vector<float>(LB * LI, 61);
+        const auto dy = oar_test::random_vector<float>(LB * LO, 62);
+        Net fused(5), layered(5);
+        Network<Seq, Shape<LI>, cpu, fp32> single(5);
+        const TailRun rf(fused, x, dy, LB);
+        FirstLayer first, first32;
+        const TailRun rl(layered, x, dy, LB, first);
+        const TailRun r32(single, x, dy, LB, first32);
+        CHECK(same_bits(rf.y, rl.y));
+        CHECK(same_bits(rf.dx, rl.dx));
+        CHECK(same_bits(rf.grads, rl.grads));
+        struct {
+            std::vector<float> y, dw, dx;
+        } lin{first.z, {rl.grads.begin(), rl.grads.begin() + LI * LO}, rl.dx},
+            lin32{first32.z, {r32.grads.begin(), r32.grads.begin() + LI * LO}, r32.dx};
+        CHECK(rounded_products(lin, x, first.dz, fused.parameters().values()));
+        CHECK_FALSE(rounded_products(lin32, x, first32.dz, single.parameters().values()));
+    }
+    constexpr std::size_t C = 3, O = 4, H = 5, N = 2;
+    const auto x = oar_test::random_vector<float>(N * C * H * H, 63);
+    const auto dy = oar_test::random_vector<float>(N * O * H * H, 64);
+    constexpr std::size_t bo = Conv2D<C, O, 3, 1, 1>::bias_offset;
+    SUBCASE("Conv2D + Sigmoid, training") {
+        using Seq = Sequential<Conv2D<C, O, 3, 1, 1>, Sigmoid, Flatten>;
+        using Net = Network<Seq, Shape<C, H, H>, cpu, bf16_mixed>;
+        static_assert(Net::epilogue_length(0) == 1);
+        Net fused(7), layered(7);
+        Network<Seq, Shape<C, H, H>, cpu, fp32> single(7);
+        const TailRun rf(fused, x, dy, N);
+        FirstLayer first, first32;
+        const TailRun rl(layered, x, dy, N, first);
+        const TailRun r32(single, x, dy, N, first32);
+        CHECK(same_bits(rf.y, rl.y));
+        CHECK(same_bits(rf.dx, rl.dx));
+        CHECK(same_bits(rf.grads, rl.grads));
+        const float* w = fused.parameters().values().data();
+        CHECK(conv_rounded_products(N, C, O, H, x.data(), w, w + bo, first.z.data(), first.dz.data(), rl.grads.data(),
+                                    rl.grads.data() + bo, rl.dx.data()));
+        CHECK_FALSE(conv_rounded_products(N, C, O, H, x.data(), w, w + bo, first32.z.data(), first32.dz.data(),
+                                          r32.grads.data(), r32.grads.data() + bo, r32.dx.data()));
+    }
+    SUBCASE("Conv2D + BatchNorm2D folded in evaluation mode") {
+        using Seq = Sequential<Conv2D<C, O, 3, 1, 1>, BatchNorm2D<O>, Flatten>;
+        using Net = Network<Seq, Shape<C, H, H>, cpu, bf16_mixed>;
+        static_assert(Net::folds_batch_norm(0));
+        Net fused(8), layered(8);
+        Network<Seq, Shape<C, H, H>, cpu, fp32> single(8);
+        for (auto* net : {&fused, &layered}) {  // running statistics away from (0, 1): a training pass
+            net->forward(view<Net>(x, N));
+            net->eval();
+        }
+        single.forward(view<decltype(single)>(x, N));
+        single.eval();
+        FirstLayer first, first32;
+        auto yf = fused.forward(view<Net>(x, N));
+        const std::vector<float> y_fused(yf.data(), yf.data() + yf.size());
+        const std::vector<float> z_fused(fused.activation(1).data(), fused.activation(1).data() + y_fused.size());
+        auto yl = layered.forward(view<Net>(x, N), first);
+        const std::vector<float> y_layered(yl.data(), yl.data() + yl.size());
+        single.forward(view<decltype(single)>(x, N), first32);
+        CHECK(same_bits(z_fused, first.z));  // the producer's own output, as the layer computes it
+        // The fold's z * scale + shift against the layer's two roundings: within 2^-22 (|z scale| +
+        // |y|) + 2^-21 |y| (tests/nn/test_network.cpp's fold bound), scale = weight / sqrt(var + eps).
+        std::vector<double> gamma, var;
+        for (const auto& e : fused.state_dict()) {
+            if (e.key == "1.weight") gamma.assign(e.values.begin(), e.values.end());
+            if (e.key == "1._variance") var.assign(e.values.begin(), e.values.end());
+        }
+        REQUIRE(gamma.size() == O);
+        REQUIRE(var.size() == O);
+        Gauge fold;
+        for (std::size_t i = 0; i < y_fused.size(); ++i) {
+            const std::size_t c = i / (H * H) % O;
+            const double scale = gamma[c] / std::sqrt(var[c] + double(BatchNorm2D<O>{}.epsilon)), yl = y_layered[i];
+            fold.add(y_fused[i], yl, std::ldexp(std::fabs(first.z[i] * scale) + std::fabs(yl), -22) +
+                                         std::ldexp(std::fabs(yl), -21), 1);
+        }
+        CHECK(fold.inside);
+        const float* w = fused.parameters().values().data();
+        CHECK(conv_rounded_products(N, C, O, H, x.data(), w, w + bo, first.z.data(), nullptr, nullptr, nullptr,
+                                    nullptr));
+        CHECK_FALSE(conv_rounded_products(N, C, O, H, x.data(), w, w + bo, first32.z.data(), nullptr, nullptr,
+                                          nullptr, nullptr));
+    }
+}
+
+namespace precision_test {
+/// The network's weights (every "*.weight" entry; biases untouched) rounded to bf16 in place.
+template <class Net>
+void round_weights(Net& net) {
+    auto v = net.parameters().values();
+    for (const ParamEntry& e : net.parameters().entries())
+        if (e.key.ends_with("weight")) round_to_bf16(v.data() + e.offset, v.data() + e.offset, e.size);
+}
+inline std::vector<float> rounded_copy(const std::vector<float>& v) {
+    std::vector<float> r(v.size());
+    round_to_bf16(v.data(), r.data(), r.size());
+    return r;
+}
+}  // namespace precision_test
+
+TEST_CASE("bf16_mixed is the fp32 kernels on rounded operands, bit for bit, with a large batch rounded in chunks") {
+    // A batch whose rounded input exceeds bf16_chunk_values: Conv2D's forward and Linear's forward
+    // product round and run it in chunks (32 samples here, then 13: a Winograd partial group of 5
+    // at the end on AVX2, as in one call). The fp32 network with the same weights rounded, on the
+    // rounded input and output gradient, must give the same bits: y, dx, the weight gradients (and
+    // Conv2D's bias gradient, a sum of the rounded dy; Linear's bias gradient sums the unrounded dy).
+    constexpr std::size_t C = 8, H = 32, N = 45;
+    static_assert(bf16_chunk_values / (C * H * H) < N, "the batch must be rounded in more than one chunk");
+    const auto x = oar_test::random_vector<float>(N * C * H * H, 71);
+    SUBCASE("Conv2D + ReLU (Winograd forward and input gradient)") {
+        using Seq = Sequential<Conv2D<C, 8, 3, 1, 1>, ReLU, Flatten>;
+        Network<Seq, Shape<C, H, H>, cpu, bf16_mixed> h(3);
+        Network<Seq, Shape<C, H, H>, cpu, fp32> f(3);
+        static_assert(decltype(h)::fuses_relu(0));
+        round_weights(f);
+        const auto dy = oar_test::random_vector<float>(N * 8 * H * H, 72);
+        const TailRun rh(h, x, dy, N);
+        const TailRun rf(f, rounded_copy(x), rounded_copy(dy), N);
+        CHECK(same_bits(rh.y, rf.y));
+        CHECK(same_bits(rh.dx, rf.dx));
+        CHECK(same_bits(rh.grads, rf.grads));
+    }
+    SUBCASE("Linear") {
+        using Seq = Sequential<Flatten, Linear<C * H * H, 10>>;
+        Network<Seq, Shape<C, H, H>, cpu, bf16_mixed> h(4);
+        Network<Seq, Shape<C, H, H>, cpu, fp32> f(4);
+        round_weights(f);
+        const auto dy = oar_test::random_vector<float>(N * 10, 73);
+        const TailRun rh(h, x, dy, N);
+        const TailRun rf(f, rounded_copy(x), rounded_copy(dy), N);
+        CHECK(same_bits(rh.y, rf.y));
+        CHECK(same_bits(rh.dx, rf.dx));
+        constexpr std::size_t nw = C * H * H * 10;
+        CHECK(same_bits(std::span<const float>(rh.grads).first(nw), std::span<const float>(rf.grads).first(nw)));
     }
 }

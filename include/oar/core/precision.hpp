@@ -11,6 +11,7 @@
 #pragma once
 
 #include <concepts>  // std::same_as
+#include <cstddef>   // std::size_t
 
 namespace oar {
 
@@ -22,6 +23,11 @@ struct fp32 {
 struct bf16_mixed {
     static constexpr const char* name = "bf16";
 };
+
+/// Under bf16_mixed, the most values of an activation that the CPU rounds into a copy at once:
+/// Conv2D's forward and Linear's forward rows (rounded and multiplied chunk by chunk, each chunk
+/// as its own product), so that a large evaluation batch keeps no batch-sized rounded copy.
+inline constexpr std::size_t bf16_chunk_values = std::size_t(1) << 18;
 
 template <class P>
 concept Precision = std::same_as<P, fp32> || std::same_as<P, bf16_mixed>;

@@ -9,10 +9,12 @@
 // layer sequence has Conv2D, ReLU (nn/network.hpp). forward_map (every backend) runs any other
 // elementwise tail (activations, an eval-mode BatchNorm2D folded) in the epilogue likewise.
 // Under bf16 mixed precision (core/precision.hpp; the context's mixed_gemm set) the CPU kernels get
-// x, the weights and dy rounded to bf16 (copies in thread-local scratch) and compute in fp32, the
-// bias gradient included (it sums the rounded dy); the bias itself stays fp32.
+// x, the weights and dy rounded to bf16 (copies in thread-local scratch: the forward rounds x a
+// chunk of samples at a time, and backward_relu rounds dy in place, as it overwrites dy anyway)
+// and compute in fp32, the bias gradient included (it sums the rounded dy); the bias stays fp32.
 #pragma once
 
+#include <algorithm>    // std::min, std::max: the rounded chunks
 #include <array>        // std::array
 #include <concepts>     // std::same_as
 #include <cstddef>      // std::size_t
@@ -21,6 +23,7 @@
 #include "../core/context.hpp"         // Context
 #include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
 #include "../core/bf16.hpp"            // round_to_bf16: mixed precision's operands
+#include "../core/precision.hpp"       // bf16_chunk_values
 #include "../kernels/cpu/conv.hpp"     // op::conv2d_forward / conv2d_backward on cpu, ConvGeometry
 #include "../kernels/cpu/scratch.hpp"  // cpu_detail::scratch: the rounded copies
 
@@ -82,8 +85,11 @@ struct Conv2D {
     void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
         if constexpr (std::same_as<B, cpu>)
             if (ctx.mixed_gemm) {
-                kernel<op::conv2d_forward, B>::run(geometry(in), OutC, n, rounded<slot::mixed_x>(x, n * in.size()),
-                                                   rounded<slot::mixed_w>(ctx.params, weight_size), bias(ctx.params), y);
+                const float* w = rounded<slot::mixed_w>(ctx.params, weight_size);
+                for_rounded_chunks(in, x, n, [&](std::size_t s0, std::size_t m, const float* xr) {
+                    kernel<op::conv2d_forward, B>::run(geometry(in), OutC, m, xr, w, bias(ctx.params),
+                                                       y + s0 * out_size(in));
+                });
                 return;
             }
         kernel<op::conv2d_forward, B>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y);
@@ -110,9 +116,12 @@ struct Conv2D {
                      const T* shift) const {
         if constexpr (std::same_as<B, cpu>)
             if (ctx.mixed_gemm) {
-                kernel<op::conv2d_forward_map, B>::run(geometry(in), OutC, n, rounded<slot::mixed_x>(x, n * in.size()),
-                                                       rounded<slot::mixed_w>(ctx.params, weight_size),
-                                                       bias(ctx.params), f, scale, shift, z, y);
+                const float* w = rounded<slot::mixed_w>(ctx.params, weight_size);
+                for_rounded_chunks(in, x, n, [&](std::size_t s0, std::size_t m, const float* xr) {
+                    const std::size_t o = s0 * out_size(in);
+                    kernel<op::conv2d_forward_map, B>::run(geometry(in), OutC, m, xr, w, bias(ctx.params), f, scale,
+                                                           shift, z + o, y + o);
+                });
                 return;
             }
         kernel<op::conv2d_forward_map, B>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), f, scale, shift,
@@ -126,9 +135,11 @@ struct Conv2D {
     void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
         if constexpr (std::same_as<T, float>)
             if (ctx.mixed_gemm) {
-                kernel<op::conv2d_forward_relu, cpu>::run(geometry(in), OutC, n, rounded<slot::mixed_x>(x, n * in.size()),
-                                                          rounded<slot::mixed_w>(ctx.params, weight_size),
-                                                          bias(ctx.params), y);
+                const float* w = rounded<slot::mixed_w>(ctx.params, weight_size);
+                for_rounded_chunks(in, x, n, [&](std::size_t s0, std::size_t m, const float* xr) {
+                    kernel<op::conv2d_forward_relu, cpu>::run(geometry(in), OutC, m, xr, w, bias(ctx.params),
+                                                              y + s0 * out_size(in));
+                });
                 return;
             }
         kernel<op::conv2d_forward_relu, basic_cpu<T>>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y);
@@ -139,11 +150,13 @@ struct Conv2D {
     void backward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, const T* y, T* dy, T* dx,
                        std::size_t n) const {
         if constexpr (std::same_as<T, float>)
-            if (ctx.mixed_gemm) {  // rounding commutes with the ReLU's mask: the rounded copy is masked
-                float* dyr = rounded<slot::mixed_dy>(dy, n * out_size(in));
+            if (ctx.mixed_gemm) {
+                // dy is overwritten with the masked gradient anyway: round it in place (rounding
+                // commutes with the ReLU's mask), so no batch-sized copy of it is kept.
+                round_to_bf16(dy, dy, n * out_size(in));
                 kernel<op::conv2d_backward_relu, cpu>::run(geometry(in), OutC, n,
                                                            rounded<slot::mixed_x>(x, n * in.size()),
-                                                           rounded<slot::mixed_w>(ctx.params, weight_size), y, dyr,
+                                                           rounded<slot::mixed_w>(ctx.params, weight_size), y, dy,
                                                            ctx.grads, bias(ctx.grads), dx);
                 return;
             }
@@ -161,6 +174,20 @@ private:
         float* out = cpu_detail::scratch<float, Slot>(size);
         round_to_bf16(v, out, size);
         return out;
+    }
+
+    /// Runs run(s0, m, xr) on the batch in chunks: xr is samples [s0, s0 + m) of x rounded to bf16
+    /// (in scratch), at most bf16_chunk_values values where 16 samples fit. Chunks are multiples of
+    /// 16 samples: the Winograd kernels' groups of images (4, 8 or 16 by ISA) then start at the same
+    /// samples as in one call over the batch, so every output has the bits of the unchunked forward.
+    template <class F>
+    static void for_rounded_chunks(Dims in, const float* x, std::size_t n, F&& run) {
+        const std::size_t per = in.size();
+        const std::size_t chunk = std::max<std::size_t>(16, bf16_chunk_values / per / 16 * 16);
+        for (std::size_t s0 = 0; s0 < n; s0 += chunk) {
+            const std::size_t m = std::min(chunk, n - s0);
+            run(s0, m, static_cast<const float*>(rounded<slot::mixed_x>(x + s0 * per, m * per)));
+        }
     }
 
     /// The bias (or its gradient) in the layer's block, or null without one: kernels skip it.

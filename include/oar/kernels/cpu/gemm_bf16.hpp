@@ -203,29 +203,37 @@ inline void gemm_bf16(Trans ta, Trans tb, std::size_t M, std::size_t N, std::siz
 /// rounded to bf16 (nearest, ties to even), multiplied exactly and summed in fp32. On AVX512-BF16 and
 /// AMX the rounded operands are stored as bf16 and go to gemm_bf16's units; elsewhere they stay
 /// floats holding bf16 values and go straight to the fp32 GEMM (what gemm_bf16's fp32 path computes,
-/// without the round trip through bf16 storage).
+/// without the round trip through bf16 storage). An untransposed A of more than bf16_chunk_values
+/// values (a large evaluation batch) is rounded and multiplied a block of rows at a time; each row
+/// of C is summed in an order fixed by K alone, so the bits are those of one product.
 template <>
 struct precision_gemm<bf16_mixed> {
     static void run(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A,
                     std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
         using cpu_detail::scratch;
         using cpu_detail::scratch_slot;
-        const std::size_t ar = ta == Trans::no ? M : K, ac = ta == Trans::no ? K : M;  // A as stored
         const std::size_t br = tb == Trans::no ? K : N, bc = tb == Trans::no ? N : K;
+        const std::size_t rows = ta == Trans::no && K > 0 ? std::max<std::size_t>(1, bf16_chunk_values / K) : M;
         const cpu_isa isa = active_cpu_isa();
         if (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) {
-            bf16* a = scratch<bf16, scratch_slot::mixed_a>(ar * ac);
             bf16* b = scratch<bf16, scratch_slot::mixed_b>(br * bc);
-            for (std::size_t r = 0; r < ar; ++r) to_bf16(A + r * lda, a + r * ac, ac);
             for (std::size_t r = 0; r < br; ++r) to_bf16(B + r * ldb, b + r * bc, bc);
-            gemm_bf16(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc);
+            for (std::size_t i0 = 0; i0 < M; i0 += rows) {
+                const std::size_t m = std::min(rows, M - i0), ar = ta == Trans::no ? m : K, ac = ta == Trans::no ? K : M;
+                bf16* a = scratch<bf16, scratch_slot::mixed_a>(ar * ac);
+                for (std::size_t r = 0; r < ar; ++r) to_bf16(A + (i0 + r) * lda, a + r * ac, ac);
+                gemm_bf16(ta, tb, m, N, K, alpha, a, ac, b, bc, beta, C + i0 * ldc, ldc);
+            }
             return;
         }
-        float* a = scratch<float, scratch_slot::mixed_a>(ar * ac);
         float* b = scratch<float, scratch_slot::mixed_b>(br * bc);
-        for (std::size_t r = 0; r < ar; ++r) round_to_bf16(A + r * lda, a + r * ac, ac);
         for (std::size_t r = 0; r < br; ++r) round_to_bf16(B + r * ldb, b + r * bc, bc);
-        kernel<op::gemm, cpu>::run(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc);
+        for (std::size_t i0 = 0; i0 < M; i0 += rows) {
+            const std::size_t m = std::min(rows, M - i0), ar = ta == Trans::no ? m : K, ac = ta == Trans::no ? K : M;
+            float* a = scratch<float, scratch_slot::mixed_a>(ar * ac);
+            for (std::size_t r = 0; r < ar; ++r) round_to_bf16(A + (i0 + r) * lda, a + r * ac, ac);
+            kernel<op::gemm, cpu>::run(ta, tb, m, N, K, alpha, a, ac, b, bc, beta, C + i0 * ldc, ldc);
+        }
     }
 };
 
