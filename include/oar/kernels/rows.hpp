@@ -122,9 +122,12 @@ OAR_HOST_DEVICE T adaptive_input_grad(const AdaptiveGeometry& g, const T* dy, st
     return adaptive_pixel_grad(g, dy + plane * g.out_height * g.out_width, (i % hw) / g.width, i % g.width);
 }
 
+// BatchNorm's channel bodies are always inlined: the CPU kernels call them inside each ISA's region
+// (kernels/cpu/isa/batch_norm_body.inc), which then compiles them for that ISA.
+
 /// Mean and biased variance (in double, in a fixed order) of channel c of x (n, channels, inner).
 template <class T>
-OAR_HOST_DEVICE void batch_norm_stats(const T* x, std::size_t n, std::size_t channels, std::size_t inner,
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_stats(const T* x, std::size_t n, std::size_t channels, std::size_t inner,
                                       std::size_t c, double& mean, double& var) {
     double s = 0.0;
     for (std::size_t b = 0; b < n; ++b) {
@@ -148,7 +151,7 @@ OAR_HOST_DEVICE void batch_norm_stats(const T* x, std::size_t n, std::size_t cha
 /// forward and op::batch_norm_fold use it: a folded eval-mode BatchNorm has the layer's scale and
 /// shift, bit for bit).
 template <class T>
-OAR_HOST_DEVICE void batch_norm_affine(double mean, double var, T gamma, T beta, float eps, T& scale, T& shift) {
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_affine(double mean, double var, T gamma, T beta, float eps, T& scale, T& shift) {
     const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
     scale = static_cast<T>(static_cast<double>(gamma) * invstd);
     shift = static_cast<T>(static_cast<double>(beta) - mean * static_cast<double>(gamma) * invstd);
@@ -166,7 +169,7 @@ OAR_HOST_DEVICE void batch_norm_fold_channel(std::size_t c, const T* gamma, cons
 /// * gamma + beta, with the batch's statistics in training (then running = momentum * running +
 /// (1 - momentum) * batch, the variance unbiased) and the running ones in evaluation.
 template <class T>
-OAR_HOST_DEVICE void batch_norm_forward_channel(std::size_t n, std::size_t channels, std::size_t inner, std::size_t c,
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_forward_channel(std::size_t n, std::size_t channels, std::size_t inner, std::size_t c,
                                                 const T* x, const T* gamma, const T* beta, T* running_mean,
                                                 T* running_var, bool train, float momentum, float eps, T* y) {
     const double m = static_cast<double>(n * inner);
@@ -194,7 +197,7 @@ OAR_HOST_DEVICE void batch_norm_forward_channel(std::size_t n, std::size_t chann
 /// null) overwritten: in training gamma / std * (dy - mean(dy) - xhat mean(dy * xhat)) through the
 /// batch statistics, in evaluation dy * gamma / std of the running variance.
 template <class T>
-OAR_HOST_DEVICE void batch_norm_backward_channel(std::size_t n, std::size_t channels, std::size_t inner,
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_backward_channel(std::size_t n, std::size_t channels, std::size_t inner,
                                                  std::size_t c, const T* x, const T* gamma, const T* running_mean,
                                                  const T* running_var, bool train, float eps, const T* dy, T* dgamma,
                                                  T* dbeta, T* dx) {

@@ -3,14 +3,80 @@
 // (rows.hpp: batch_norm_forward_channel / batch_norm_backward_channel). Per channel, statistics are
 // summed in double in a fixed order. The backward recomputes the batch statistics from x instead
 // of keeping them from the forward.
+// The channel loops are compiled for AVX-512, AVX2 and SSE2 whatever the user's -march
+// (isa/batch_norm_body.inc in isa/region.inc) and run on the best ISA the CPU has; large tensors
+// are split by channel over the default pool (each channel's arithmetic is the same whichever
+// thread runs it: the bits do not depend on the thread count).
 #pragma once
 
 #include <cstddef>  // std::size_t
 
-#include "../dispatch.hpp"  // kernel, op::batch_norm_*
-#include "../rows.hpp"      // rows::batch_norm_forward_channel / batch_norm_backward_channel
+#include "../../core/thread_pool.hpp"  // default_pool, ThreadPool: channels in parallel
+#include "../dispatch.hpp"             // kernel, op::batch_norm_*
+#include "../rows.hpp"                 // rows::batch_norm_forward_channel / batch_norm_backward_channel
+#include "isa/dispatch.hpp"            // OAR_ISA_DISPATCH
+
+// The channel loops, once per ISA (isa/region.inc): isa_<name>::batch_norm_forward_channels,
+// batch_norm_backward_channels and batch_norm_fold_channels; with OAR_EXTERN_KERNELS (config.hpp) the dispatchers below are only
+// declared and the oar::kernels library holds them (kernels/cpu/compiled.hpp).
+#if !OAR_EXTERN_KERNELS
+#define OAR_ISA_BODY "batch_norm_body.inc"
+#include "isa/every_isa.inc"
+#endif
 
 namespace oar {
+
+namespace cpu_detail {
+#if OAR_EXTERN_KERNELS
+template <class T>
+void batch_norm_forward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
+                                 std::size_t inner, const T* x, const T* gamma, const T* beta, T* running_mean,
+                                 T* running_var, bool train, float momentum, float eps, T* y);
+template <class T>
+void batch_norm_backward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
+                                  std::size_t inner, const T* x, const T* gamma, const T* running_mean,
+                                  const T* running_var, bool train, float eps, const T* dy, T* dgamma, T* dbeta,
+                                  T* dx);
+template <class T>
+void batch_norm_fold_channels(std::size_t channels, const T* gamma, const T* beta, const T* running_mean,
+                              const T* running_var, float eps, T* scale, T* shift);
+#else
+/// Call isa_<active ISA>::batch_norm_forward_channels / batch_norm_backward_channels /
+/// batch_norm_fold_channels.
+template <class T>
+void batch_norm_forward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
+                                 std::size_t inner, const T* x, const T* gamma, const T* beta, T* running_mean,
+                                 T* running_var, bool train, float momentum, float eps, T* y) {
+    OAR_ISA_DISPATCH(batch_norm_forward_channels, c0, c1, n, channels, inner, x, gamma, beta, running_mean,
+                     running_var, train, momentum, eps, y)
+}
+template <class T>
+void batch_norm_backward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
+                                  std::size_t inner, const T* x, const T* gamma, const T* running_mean,
+                                  const T* running_var, bool train, float eps, const T* dy, T* dgamma, T* dbeta,
+                                  T* dx) {
+    OAR_ISA_DISPATCH(batch_norm_backward_channels, c0, c1, n, channels, inner, x, gamma, running_mean, running_var,
+                     train, eps, dy, dgamma, dbeta, dx)
+}
+template <class T>
+void batch_norm_fold_channels(std::size_t channels, const T* gamma, const T* beta, const T* running_mean,
+                              const T* running_var, float eps, T* scale, T* shift) {
+    OAR_ISA_DISPATCH(batch_norm_fold_channels, channels, gamma, beta, running_mean, running_var, eps, scale, shift)
+}
+#endif  // OAR_EXTERN_KERNELS
+
+/// f(c0, c1) over the channels: one task per channel on the default pool when the tensor has at
+/// least batch_norm_parallel_min values (below, the tasks' hand-off costs more than they save) and
+/// this is not already a pool task; else f(0, channels) here.
+inline constexpr std::size_t batch_norm_parallel_min = std::size_t{1} << 14;
+template <class F>
+void batch_norm_channels(std::size_t n, std::size_t channels, std::size_t inner, F&& f) {
+    if (channels > 1 && n * channels * inner >= batch_norm_parallel_min && !ThreadPool::in_task())
+        default_pool().parallel_for(channels, [&](std::size_t c) { f(c, c + 1); });
+    else
+        f(std::size_t{0}, channels);
+}
+}  // namespace cpu_detail
 
 /// kernel<op::batch_norm_forward, cpu>::run(n, channels, inner, x, gamma, beta, running_mean,
 /// running_var, train, momentum, eps, y): y = (x - mean) / sqrt(var + eps) * gamma + beta per channel,
@@ -21,9 +87,10 @@ template <class T>
 struct kernel<op::batch_norm_forward, basic_cpu<T>> {
     static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma, const T* beta,
                     T* running_mean, T* running_var, bool train, float momentum, float eps, T* y) {
-        for (std::size_t c = 0; c < channels; ++c)
-            rows::batch_norm_forward_channel(n, channels, inner, c, x, gamma, beta, running_mean, running_var, train,
-                                             momentum, eps, y);
+        cpu_detail::batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
+            cpu_detail::batch_norm_forward_channels(c0, c1, n, channels, inner, x, gamma, beta, running_mean,
+                                                    running_var, train, momentum, eps, y);
+        });
     }
 };
 
@@ -36,9 +103,10 @@ struct kernel<op::batch_norm_backward, basic_cpu<T>> {
     static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma,
                     const T* running_mean, const T* running_var, bool train, float eps, const T* dy, T* dgamma,
                     T* dbeta, T* dx) {
-        for (std::size_t c = 0; c < channels; ++c)
-            rows::batch_norm_backward_channel(n, channels, inner, c, x, gamma, running_mean, running_var, train, eps,
-                                              dy, dgamma, dbeta, dx);
+        cpu_detail::batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
+            cpu_detail::batch_norm_backward_channels(c0, c1, n, channels, inner, x, gamma, running_mean, running_var,
+                                                     train, eps, dy, dgamma, dbeta, dx);
+        });
     }
 };
 
@@ -49,8 +117,7 @@ template <class T>
 struct kernel<op::batch_norm_fold, basic_cpu<T>> {
     static void run(std::size_t channels, const T* gamma, const T* beta, const T* running_mean, const T* running_var,
                     float eps, T* scale, T* shift) {
-        for (std::size_t c = 0; c < channels; ++c)
-            rows::batch_norm_fold_channel(c, gamma, beta, running_mean, running_var, eps, scale, shift);
+        cpu_detail::batch_norm_fold_channels(channels, gamma, beta, running_mean, running_var, eps, scale, shift);
     }
 };
 

@@ -1,6 +1,7 @@
 // The compiled-kernels mode's implementation (config.hpp: OAR_EXTERN_KERNELS): explicit
 // instantiations of the dispatched CPU kernels that the headers only declare in that mode (the
-// GEMM, the batch convolutions and the Winograd kernels, every ISA's copy, float and double).
+// GEMM, the batch convolutions, the Winograd kernels and BatchNorm's channel loops, every ISA's
+// copy, float and double).
 // Include it in exactly one translation unit, after defining OAR_KERNELS_IMPLEMENTATION, and link
 // that file into the program; CMake's oar::kernels target is such a library (src/kernels.cpp).
 // Every other file of the program is compiled with OAR_EXTERN_KERNELS=1 (oar::kernels sets it).
@@ -12,6 +13,7 @@
 
 #include <cstddef>  // std::size_t
 
+#include "batch_norm.hpp"  // batch_norm_forward_channels, batch_norm_backward_channels, batch_norm_fold_channels
 #include "conv.hpp"      // conv2d_forward_batch, conv2d_backward_batch
 #include "gemm.hpp"      // gemm_at_active_isa
 #include "winograd.hpp"  // winograd_lanes, winograd_images, winograd_conv_batch, winograd_dw_batch
@@ -36,7 +38,13 @@ namespace oar::cpu_detail {
     template void winograd_conv_batch<true, T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,     \
                                                std::size_t, std::size_t, const T*, const T*, const T*, T*);         \
     template void winograd_dw_batch<T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,             \
-                                       std::size_t, std::size_t, const T*, const T*, T*);
+                                       std::size_t, std::size_t, const T*, const T*, T*);                   \
+    template void batch_norm_forward_channels<T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,   \
+                                                 const T*, const T*, const T*, T*, T*, bool, float, float, T*);     \
+    template void batch_norm_backward_channels<T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,  \
+                                                  const T*, const T*, const T*, const T*, bool, float, const T*,    \
+                                                  T*, T*, T*);                                                      \
+    template void batch_norm_fold_channels<T>(std::size_t, const T*, const T*, const T*, const T*, float, T*, T*);
 
 OAR_INSTANTIATE_KERNELS(float)
 OAR_INSTANTIATE_KERNELS(double)
