@@ -14,6 +14,11 @@
 #include <oar/nn/sequential.hpp>      // Sequential
 #include <oar/testing/gradcheck.hpp>  // gradcheck_layer
 
+#include <cstdint>  // std::uint64_t
+#include <cstring>  // std::memcmp
+
+#include "support/isa.hpp"  // oar_test::for_each_isa: every ISA the CPU has
+
 namespace {
 
 constexpr std::size_t n = 20000;  // elements per draw: 2 samples of 10000
@@ -211,4 +216,25 @@ TEST_CASE("Dropout gradients match finite differences in training and in evaluat
     INFO(eval.message);
     CHECK(eval.ok);
     CHECK(eval.checked == 2 * 20);
+}
+
+TEST_CASE("the dropout kernel's mask is CounterRng::uniform(stream, i) < p bit for bit, on every ISA and length") {
+    // The ISA bodies run Philox on one block per vector lane; lengths with whole vectors of blocks,
+    // leftover blocks and leftover elements, and a stream whose high word is set.
+    const oar::CounterRng rng{0x0123456789ABCDEFull};
+    oar_test::for_each_isa([&] {
+        for (std::size_t count : {std::size_t(3), std::size_t(37), std::size_t(4 * 37 + 3), std::size_t(20011)})
+            for (std::uint64_t stream : {std::uint64_t(7), (std::uint64_t(5) << 32) | 3u}) {
+                INFO("count ", count, ", stream ", stream);
+                std::vector<float> x(count), y(count, -1.0f);
+                for (std::size_t i = 0; i < count; ++i) x[i] = static_cast<float>(i) * 0.5f - 3.0f;
+                oar::kernel<oar::op::dropout, oar::cpu>::run(rng, stream, 0.3f, 1.25f, x.data(), y.data(), count);
+                std::size_t bad = 0;
+                for (std::size_t i = 0; i < count; ++i) {
+                    const float want = rng.uniform(stream, i) < 0.3f ? 0.0f : x[i] * 1.25f;
+                    bad += std::memcmp(&want, &y[i], sizeof want) != 0;
+                }
+                CHECK(bad == 0);
+            }
+    });
 }

@@ -458,6 +458,15 @@ TEST_CASE("fused Conv2D/Linear + ReLU: forward, backward and the input gradient 
         check(Net(2), Net(2), make_dims(3, 8, 8), 5, 2);
         check(Net(2), Net(2), make_dims(3, 8, 8), 5, 5);
     }
+    SUBCASE("a Linear, ReLU and Dropout (its backward applies the ReLU's mask too), in training and evaluation") {
+        using Net = Network<Sequential<Flatten, Linear<12, 6>, ReLU, DropoutPercent<30>, Linear<6, 3>>, Shape<3, 2, 2>>;
+        static_assert(Net::fuses_relu(1));
+        check(Net(4), Net(4), make_dims(3, 2, 2), 9, 3);
+        Net a(4), b(4);
+        a.eval();
+        b.eval();
+        check(a, b, make_dims(3, 2, 2), 9, 3);
+    }
 }
 
 TEST_CASE("training steps with the fused ReLU give the bits of steps run layer by layer") {

@@ -3,7 +3,9 @@
 // a run-time setting (`Dropout{0.2f}`, plain `Dropout` is p = 0.5); DropoutPercent<20> is the same
 // layer with p = 0.2 as its default, for a Sequential type that must carry the setting by itself.
 // The mask is a pure function of (seed, layer index, forward count, element), so backward
-// recomputes it instead of storing it, and a resumed run draws the same masks.
+// recomputes it instead of storing it, and a resumed run draws the same masks. Right after a ReLU
+// that the layer before it runs in its epilogue (nn/network.hpp, CPU), the backward of both is
+// one pass over this layer's output (backward_after_relu): the mask is not drawn again.
 #pragma once
 
 #include <cstddef>      // std::size_t
@@ -13,7 +15,7 @@
 #include "../core/error.hpp"           // value_error
 #include "../core/layer_concepts.hpp"  // LayerCheck
 #include "../core/rng.hpp"             // rng_stream
-#include "../kernels/cpu/dropout.hpp"  // op::dropout on cpu
+#include "../kernels/cpu/dropout.hpp"  // op::dropout on cpu, cpu_detail::dropout_relu_backward
 #include "../kernels/cpu/storage.hpp"  // storage<cpu>::copy (evaluation)
 
 namespace oar {
@@ -42,10 +44,24 @@ struct Dropout {
         if (dx) apply(ctx, dy, dx, n * in.size());  // same mask, same scale: d(x*m*s)/dx = m*s
     }
 
+    /// The backward of this layer and of a ReLU right before it, from this layer's output y: dx is
+    /// the gradient of the ReLU's input, the bits of backward then the ReLU's (relu_mask).
+    template <class T>
+    void backward_after_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* y, const T* dy, T* dx,
+                             std::size_t n) const {
+        check_p();
+        const T scale = ctx.mode == Mode::eval || p == 0.0f ? T(1) : T(1) / (T(1) - T(p));
+        cpu_detail::dropout_relu_backward(y, dy, dx, n * in.size(), scale);
+    }
+
 private:
+    void check_p() const {
+        if (!(p >= 0.0f && p < 1.0f)) throw value_error(detail::concat("Dropout: p must be in [0, 1), got ", p));
+    }
+
     template <Backend B, class T = typename B::value_type>
     void apply(const Context<B>& ctx, const T* in, T* out, std::size_t count) const {
-        if (!(p >= 0.0f && p < 1.0f)) throw value_error(detail::concat("Dropout: p must be in [0, 1), got ", p));
+        check_p();
         if (ctx.mode == Mode::eval || p == 0.0f) return storage<B>::copy(out, in, count);
         const T scale = T(1) / (T(1) - T(p));
         kernel<op::dropout, B>::run(ctx.rng, rng_stream::dropout_of(ctx.layer_index, ctx.step), p, scale, in, out,

@@ -10,7 +10,9 @@
 // the CPU) runs in that layer's epilogue, decided at compile time from the layer sequence: forward
 // writes the ReLU's output only, backward masks dy inside the layer. A pass with an observer that
 // watches it (on_forward / on_backward) runs the layers one by one instead, so every event is the
-// unfused one. The results are the same bits either way (tests/nn/test_network.cpp).
+// unfused one. The results are the same bits either way (tests/nn/test_network.cpp). A Dropout right
+// after such a ReLU runs the backward of both in one pass from its own output (backward_after_relu):
+// its mask is not drawn again, and the layer before the ReLU runs its plain backward.
 // More generally, the elementwise tail after a producer (forward_map: Conv2D and Linear on every
 // backend) runs in the producer's epilogue as one expression (kernels/expr.hpp): its bias, then a
 // BatchNorm right after it folded into a per-channel scale and shift in evaluation mode, then a run
@@ -122,6 +124,14 @@ concept MapEpilogueLayer = requires(const L& l, Context<B>& ctx, Dims in, const 
                                     typename B::value_type* y, std::size_t n) {
     l.forward_map(ctx, in, x, y, y, n, expr::identity{}, x, x);
     { L::channels_first(in) } -> std::convertible_to<bool>;
+};
+
+/// A Dropout that runs its backward and that of a ReLU right before it in one pass on backend B
+/// (layers/dropout.hpp: backward_after_relu(ctx, in, y, dy, dx, n), from its own output y).
+template <class L, class B>
+concept DropoutAfterRelu = requires(const L& l, Context<B>& ctx, Dims in, const typename B::value_type* y,
+                                    typename B::value_type* dx, std::size_t n) {
+    l.backward_after_relu(ctx, in, y, y, dx, n);
 };
 
 /// A BatchNorm that a producer before it can fold in evaluation mode (layers/batch_norm.hpp).
@@ -469,6 +479,14 @@ private:
     /// Layer I is a ReLU fused into layer I-1.
     template <std::size_t I>
     static constexpr bool fused_relu_at = I > 0 && fused_[I > 0 ? I - 1 : 0];
+    /// Layer I is a Dropout right after a ReLU that layer I-2 runs in its epilogue: in a backward
+    /// without an observer, I applies the ReLU's mask with its own (backward_after_relu) and I-2
+    /// runs its plain backward.
+    template <std::size_t I>
+    static constexpr bool drop_after_relu_ = [] {
+        if constexpr (I >= 2 && I < num_layers) return fused_[I - 2] && DropoutAfterRelu<layer_t<I>, B>;
+        else return false;
+    }();
 
     template <class L>
     static constexpr bool cheap_layer = [] {
@@ -792,6 +810,12 @@ private:
             if (dx)
                 kernel<op::map_backward, B>::run(chain_at<I>(), activation_ptr(I), activation_ptr(I + chain_[I]), cur,
                                                  dx, batch_ * info::dims[I].size());
+        } else if constexpr (!observed && drop_after_relu_<I>) {  // this Dropout's mask and the ReLU's at once
+            std::get<I>(layers_).backward_after_relu(ctx_, info::dims[I], static_cast<const value_type*>(activation_ptr(I + 1)),
+                                                     static_cast<const value_type*>(cur), dx, batch_);
+        } else if constexpr (!observed && fused_[I] && drop_after_relu_<I + 2>) {  // cur: already masked
+            std::get<I>(layers_).backward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 2), cur, dx,
+                                          batch_);
         } else if constexpr (!observed && fused_[I])  // cur: the gradient of the ReLU's output, masked in place
             std::get<I>(layers_).backward_relu(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 2), cur, dx,
                                                batch_);
