@@ -33,15 +33,16 @@ inline double max_rel_diff_of(std::span<const float> a, std::span<const float> b
     return worst;
 }
 
-/// `steps` training steps of Network<Seq, Shape<1, 28, 28>> with optimizer Opt on the CPU and on
-/// Dev from seed 7, on random batches: logits and loss to `tol_out`, gradients and parameters to
-/// `tol_params` (relative).
-template <class Dev, class Seq, template <class> class Opt>
+/// `steps` training steps of Network<Seq, Shape<1, 28, 28>, B, P> with optimizer Opt on the CPU and
+/// on Dev from seed 7, on random batches: logits and loss to `tol_out`, gradients and parameters to
+/// `tol_params` (relative). P is the precision policy of both (a bf16_mixed CPU network needs
+/// <oar/kernels/cpu/gemm_bf16.hpp> included before this header is used).
+template <class Dev, class Seq, template <class> class Opt, class P = oar::fp32>
 void compare_training(std::size_t batch, int steps, double tol_out, double tol_params) {
     using Image = oar::Shape<1, 28, 28>;
     oar::set_conv_winograd(false);
-    oar::Network<Seq, Image, oar::cpu> host(7);
-    oar::Network<Seq, Image, Dev> dev(7);
+    oar::Network<Seq, Image, oar::cpu, P> host(7);
+    oar::Network<Seq, Image, Dev, P> dev(7);
     CHECK(max_rel_diff_of(host.parameters().values(), dev.parameters().host_values()) == 0.0);
     Opt<oar::cpu> opt_h(host.parameters());
     Opt<Dev> opt_d(dev.parameters());

@@ -11,10 +11,13 @@
 #include <string_view>  // std::string_view
 #include <vector>     // std::vector: the "device" buffers
 
+#include <oar/core/bf16.hpp>              // bf16, to_float: the packed GEMM operands
+#include <oar/core/precision.hpp>         // bf16_mixed: the Conv2D kernels' mixed overloads
 #include <oar/core/rng.hpp>               // CounterRng
 #include <oar/kernels/cpu/gemm.hpp>       // op::gemm on cpu: the stand-in for cuBLAS
 #include <oar/kernels/cuda/bodies.hpp>    // the CUDA kernel bodies
 #include <oar/kernels/cuda/conv_plan.hpp> // the whole-batch convolution plan
+#include <oar/kernels/cuda/cublas_map.hpp> // stored_shape: what the bf16 GEMM packs
 #include <oar/kernels/cuda/launch.hpp>    // Thread, blocks_for, block_threads
 #include <oar/kernels/dispatch.hpp>       // kernel, storage
 
@@ -27,6 +30,7 @@ struct emulated_cuda {
     using value_type = float;
     static constexpr std::string_view name = "cuda (emulated)";
     static constexpr bool is_oar_backend = true;
+    static constexpr bool bf16_kernels = true;  // the bf16_mixed policy as on oar::cuda
 };
 
 /// A move-only buffer, as cuda_runtime::device_buffer.
@@ -63,9 +67,28 @@ void launch_1d(std::size_t n, Body&& body) {
     emulate_launch(ck::Dim3{ck::blocks_for(n)}, ck::Dim3{ck::block_threads}, body);
 }
 
+/// kernel<op::gemm_bf16, cuda>'s steps: A and B packed to bf16 by pack_bf16_body in emulated
+/// launches (the grid of the CUDA wrapper), then the stand-in for cublasGemmEx: the packed values
+/// (exact as floats) multiplied by the CPU's fp32 GEMM, i.e. bf16 products with fp32 sums.
+inline void gemm_bf16(oar::Trans ta, oar::Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
+                      const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta, float* C,
+                      std::size_t ldc) {
+    if (M == 0 || N == 0) return;
+    const auto sa = ck::stored_shape(ta, M, K), sb = ck::stored_shape(tb, K, N);
+    std::vector<oar::bf16> a16(sa.rows * sa.cols), b16(sb.rows * sb.cols);
+    launch_1d(a16.size(), [&](const ck::Thread& t) { ck::pack_bf16_body(t, sa.rows, sa.cols, A, lda, a16.data()); });
+    launch_1d(b16.size(), [&](const ck::Thread& t) { ck::pack_bf16_body(t, sb.rows, sb.cols, B, ldb, b16.data()); });
+    std::vector<float> a(a16.size()), b(b16.size());
+    oar::to_float(a16.data(), a.data(), a.size());
+    oar::to_float(b16.data(), b.data(), b.size());
+    oar::kernel<oar::op::gemm, oar::cpu>::run(ta, tb, M, N, K, alpha, a.data(), sa.cols, b.data(), sb.cols, beta, C, ldc);
+}
+
 /// The conv plan's steps with every kernel body run through an emulated launch (the grid the
-/// CUDA wrappers use), and the CPU GEMM where the CUDA executor calls cuBLAS.
+/// CUDA wrappers use), and the CPU GEMM where the CUDA executor calls cuBLAS (gemm_bf16 above
+/// where it calls the bf16 GEMM).
 struct EmulatedExec {
+    bool bf16_gemm = false;
     void im2col(const oar::ConvGeometry& g, std::size_t n, const float* x, float* col) {
         launch_1d(g.col_rows() * n * g.col_cols(), [&](const ck::Thread& t) { ck::im2col_body(t, g, n, x, col); });
     }
@@ -74,7 +97,8 @@ struct EmulatedExec {
     }
     void gemm(oar::Trans ta, oar::Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A,
               std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
-        oar::kernel<oar::op::gemm, oar::cpu>::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (bf16_gemm) oar_test::gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        else oar::kernel<oar::op::gemm, oar::cpu>::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     }
     void ncp_from_cnp(const float* src, float* dst, const float* bias, std::size_t n, std::size_t c, std::size_t p) {
         launch_1d(n * c * p, [&](const ck::Thread& t) { ck::ncp_from_cnp_body(t, src, dst, bias, n, c, p); });
@@ -128,6 +152,13 @@ namespace emu_ck = oar::cuda_kernels;
 
 template <>
 struct kernel<op::gemm, emu> : kernel<op::gemm, cpu> {};
+template <>
+struct kernel<op::gemm_bf16, emu> {
+    static void run(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A,
+                    std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+        oar_test::gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+};
 
 template <>
 struct kernel<op::bias_add, emu> {
@@ -263,6 +294,12 @@ struct kernel<op::conv2d_forward, emu> {
         oar_test::EmulatedExec ex;
         emu_ck::conv2d_forward(ex, g, out_c, n, w, b, x, y, ws.data());
     }
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
+                    const float* b, float* y, bf16_mixed) {  // as the CUDA backend's
+        std::vector<float> ws(emu_ck::conv_plan_workspace(g, out_c, n), -7.0f);
+        oar_test::EmulatedExec ex{.bf16_gemm = true};
+        emu_ck::conv2d_forward(ex, g, out_c, n, w, b, x, y, ws.data());
+    }
 };
 template <>
 struct kernel<op::conv2d_forward_map, emu> {  // as the CUDA backend's: the convolution, then one bias_map launch
@@ -270,6 +307,13 @@ struct kernel<op::conv2d_forward_map, emu> {  // as the CUDA backend's: the conv
     static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
                     const float* b, const F& f, const float* scale, const float* shift, float* z, float* y) {
         kernel<op::conv2d_forward, emu>::run(g, out_c, n, x, w, b, z);
+        kernel<op::bias_map, emu>::run(f, static_cast<const float*>(nullptr), scale, shift, z, y, n, out_c,
+                                       g.col_cols());
+    }
+    template <class F>
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
+                    const float* b, const F& f, const float* scale, const float* shift, float* z, float* y, bf16_mixed) {
+        kernel<op::conv2d_forward, emu>::run(g, out_c, n, x, w, b, z, bf16_mixed{});
         kernel<op::bias_map, emu>::run(f, static_cast<const float*>(nullptr), scale, shift, z, y, n, out_c,
                                        g.col_cols());
     }
@@ -281,6 +325,14 @@ struct kernel<op::conv2d_backward, emu> {
         std::vector<float> ws(emu_ck::conv_plan_workspace(g, out_c, n), -7.0f);
         oar_test::EmulatedExec ex;
         emu_ck::conv2d_backward(ex, g, out_c, n, w, x, dy, dw, db, dx, ws.data());
+    }
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
+                    const float* dy, float* dw, float* db, float* dx, bf16_mixed) {  // as the CUDA backend's
+        const std::size_t dy_size = n * out_c * g.col_cols();
+        std::vector<float> ws(emu_ck::conv_plan_workspace(g, out_c, n), -7.0f), dyr(dy_size, -7.0f);
+        oar_test::launch_1d(dy_size, [&](const emu_ck::Thread& t) { emu_ck::round_bf16_body(t, dy, dyr.data(), dy_size); });
+        oar_test::EmulatedExec ex{.bf16_gemm = true};
+        emu_ck::conv2d_backward(ex, g, out_c, n, w, x, static_cast<const float*>(dyr.data()), dw, db, dx, ws.data());
     }
 };
 

@@ -11,9 +11,11 @@
 #include <oar/kernels/cpu/pool.hpp>         // op::*_pool_* on cpu
 #include <oar/kernels/cpu/softmax.hpp>      // op::softmax_* on cpu
 #include <oar/kernels/cpu/update.hpp>       // op::fused_update on cpu
+#include <oar/core/bf16.hpp>                // round_to_bf16: the bf16 GEMM's reference
 
 #include <cstdint>  // std::int64_t
-#include <cmath>    // std::abs
+#include <algorithm>  // std::max
+#include <cmath>    // std::abs, std::ldexp
 #include <cstring>  // std::memcmp
 #include <string>   // std::string, std::to_string
 #include <vector>   // std::vector
@@ -153,4 +155,54 @@ TEST_CASE("set_device rejects a GPU index beyond the machine's devices with no_d
     }
     CHECK(threw);
     CHECK(oar::cuda_runtime::set_device("gpu:0").index == 0);
+}
+
+TEST_CASE("the bf16 GEMM (cublasGemmEx, bf16 operands, fp32 compute) sums the products of bf16-rounded operands") {
+    // Reference: double sums of the operands rounded by core/bf16.hpp. Bound: 2^-14 * sum |a||b|
+    // (k = 2^-6 in the form k * 2^-8 * sum |a||b|: fp32 accumulation, whatever order and tile
+    // shape cuBLAS picks). The fp32 GEMM of the unrounded operands misses the reference by more, so
+    // the check sees whether the operands were rounded.
+    const std::size_t M = 37, N = 29, K = 300;
+    for (auto ta : {oar::Trans::no, oar::Trans::yes})
+        for (auto tb : {oar::Trans::no, oar::Trans::yes}) {
+            const std::size_t lda = (ta == oar::Trans::no ? K : M) + 3, ldb = (tb == oar::Trans::no ? N : K) + 5;
+            const auto A = random_vector<float>((ta == oar::Trans::no ? M : K) * lda, 21);
+            const auto B = random_vector<float>((tb == oar::Trans::no ? K : N) * ldb, 22);
+            const auto C = random_vector<float>(M * N, 23);
+            const auto at = [&](std::size_t i, std::size_t k) { return ta == oar::Trans::no ? A[i * lda + k] : A[k * lda + i]; };
+            const auto bt = [&](std::size_t k, std::size_t j) { return tb == oar::Trans::no ? B[k * ldb + j] : B[j * ldb + k]; };
+            auto a = to_device(A), b = to_device(B), c = to_device(C), c32 = to_device(C);
+            kernel<oar::op::gemm_bf16, gpu>::run(ta, tb, M, N, K, 0.5f, a.data(), lda, b.data(), ldb, 1.0f, c.data(), N);
+            kernel<oar::op::gemm, gpu>::run(ta, tb, M, N, K, 0.5f, a.data(), lda, b.data(), ldb, 1.0f, c32.data(), N);
+            const auto got = to_host(c), got32 = to_host(c32);
+            bool within = true;
+            double worst32 = 0.0;
+            for (std::size_t i = 0; i < M; ++i)
+                for (std::size_t j = 0; j < N; ++j) {
+                    double sum = 0.0, mag = 0.0;
+                    for (std::size_t k = 0; k < K; ++k) {
+                        const double t = static_cast<double>(oar::round_to_bf16(at(i, k))) * oar::round_to_bf16(bt(k, j));
+                        sum += t;
+                        mag += std::abs(t);
+                    }
+                    const double want = 0.5 * sum + C[i * N + j], bound = 0x1p-14 * (0.5 * mag + std::abs(C[i * N + j]));
+                    within = within && std::abs(got[i * N + j] - want) <= bound;
+                    worst32 = std::max(worst32, std::abs(got32[i * N + j] - want) / bound);
+                }
+            CHECK(within);
+            CHECK(worst32 > 1.0);
+        }
+}
+
+TEST_CASE("the bf16 rounding and packing kernels give core/bf16.hpp's bits on the device") {
+    auto v = random_vector<float>(5000, 24);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::ldexp(v[i], static_cast<int>(i % 80) - 40);
+    std::vector<float> want(v.size());
+    oar::round_to_bf16(v.data(), want.data(), v.size());
+    auto d = to_device(v);
+    oar::cuda_runtime::device_buffer<float> out(v.size());
+    oar::cuda_kernels::launch_1d(v.size(), &oar::cuda_kernels::round_bf16_kernel<float>,
+                                 static_cast<const float*>(d.data()), out.data(), v.size());
+    const auto got = to_host(out);
+    CHECK(std::memcmp(got.data(), want.data(), v.size() * sizeof(float)) == 0);
 }

@@ -1,10 +1,13 @@
 // GPU runtime test of the CUDA backend (oar/cuda.cuh): Network<course CNN, Image, cuda> against
 // Network<..., cpu> from the same seed: forward logits, loss, every parameter gradient, and the
 // parameters after Adam steps (1e-4 relative: cuBLAS and the CPU GEMM sum in different orders);
-// an MLP with Dropout draws the CPU's masks; BatchNorm2D and rectangular, bias-free convolutions. Skipped (exit 77) where there is no GPU.
+// an MLP with Dropout draws the CPU's masks; BatchNorm2D and rectangular, bias-free convolutions;
+// the bf16_mixed policy against the CPU's. Skipped (exit 77) where there is no GPU.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/cuda.cuh>  // Network<..., cuda> and the rest of the backend
+
+#include <oar/kernels/cpu/gemm_bf16.hpp>  // the CPU's bf16_mixed kernels: the reference of the GPU's
 
 #include <oar/layers/activation.hpp>  // ReLU
 #include <oar/layers/batch_norm.hpp>  // BatchNorm2D
@@ -32,6 +35,14 @@ using Image = oar::Shape<1, 28, 28>;
 
 TEST_CASE("the course CNN trains on the GPU as on the CPU: logits, loss, gradients and Adam steps agree") {
     oar_test::compare_training<oar::cuda, CNN, oar::Adam>(16, 3, 1e-4, 1e-4);
+}
+
+TEST_CASE("bf16_mixed on the GPU (cuBLAS bf16 GEMMs) trains as the CPU's bf16_mixed network") {
+    // The same operands rounded to bf16 on both, fp32 sums in different orders: an fp32 difference
+    // can move a value across a bf16 rounding boundary (one step, 2^-8 relative), hence the bound.
+    constexpr double bound = 1.0 / 256;
+    oar_test::compare_training<oar::cuda, CNN, oar::Adam, oar::bf16_mixed>(16, 3, bound, bound);
+    oar_test::compare_training<oar::cuda, MLP, oar::SGD, oar::bf16_mixed>(16, 2, bound, bound);
 }
 
 TEST_CASE("SGD, Momentum and Adagrad on the GPU step as on the CPU") {

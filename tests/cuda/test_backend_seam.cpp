@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/dist/data_parallel.hpp>  // DataParallel
+#include <oar/kernels/cpu/gemm_bf16.hpp>  // the CPU's bf16_mixed kernels: the reference of the device's
 #include <oar/kernels/cpu/winograd.hpp>  // set_conv_winograd: the CPU reference on the direct kernel
 #include <oar/models/course.hpp>       // course::CNN
 #include <oar/oar.hpp>                 // Network, layers, optimizers, CrossEntropyLoss, Model
@@ -369,4 +370,96 @@ TEST_CASE("DataParallel over a device network starts bucketed reductions during 
     single.backward(loss.backward());
     const auto g = single.parameters().host_grads();
     CHECK(max_rel_diff(overlapped, std::vector<float>(g.begin(), g.end())) == 0.0);
+}
+
+TEST_CASE("bf16_mixed on the emulated CUDA backend trains as the CPU's bf16_mixed network") {
+    // Both round the same operands to bf16 and sum in fp32, in different orders (the conv plan's
+    // GEMM against the CPU's direct kernel): an fp32 difference can move a value across a bf16
+    // rounding boundary, one step of 2^-8 relative in that operand. Bound: 2^-8 (relative, absolute
+    // below 1) on logits, loss, gradients and parameters, one bf16 rounding step.
+    constexpr double bound = 1.0 / 256;
+    compare_training<emulated_cuda, CNN, oar::Adam, oar::bf16_mixed>(8, 2, bound, bound);
+    compare_training<emulated_cuda, MLP, oar::SGD, oar::bf16_mixed>(16, 2, bound, bound);
+    compare_training<emulated_cuda, Blocks, oar::Adam, oar::bf16_mixed>(4, 2, bound, bound);  // convs inside blocks
+}
+
+TEST_CASE("bf16_mixed on the emulated CUDA backend: Linear's and Conv2D's products on bf16 operands with fp32 sums") {
+    // One Conv2D and one Linear: the output against a double sum of bf16-rounded operands (so the
+    // only error is the fp32 summation: bound K * 2^-24 * sum |a||b|) and unlike the fp32 network's.
+    using Seq = oar::Sequential<oar::Conv2D<1, 2, 3>, oar::Flatten, oar::Linear<2 * 4 * 4, 3>>;
+    using Small = oar::Shape<1, 6, 6>;
+    oar::Network<Seq, Small, emulated_cuda, oar::bf16_mixed> net(11);
+    oar::Network<Seq, Small, emulated_cuda> net32(11);
+    const std::size_t n = 2;
+    const auto x = oar_test::random_vector<float>(n * 36, 12);
+    const oar::TensorView xv(x.data(), n, Small::dims);
+    const auto out = net.to_host(net.forward(xv));
+    const auto out32 = net32.to_host(net32.forward(xv));
+    const auto p = net.parameters().host_values();
+    const auto r = [](float v) { return static_cast<double>(oar::round_to_bf16(v)); };
+    const auto& e = net.parameters().entries();  // conv weight (2, 1, 3, 3) and bias, Linear weight (32, 3) and bias
+    REQUIRE(e.size() == 4);
+    const float* cw = p.data() + e[0].offset;
+    const float* cb = p.data() + e[1].offset;
+    const float* lw = p.data() + e[2].offset;
+    const float* lb = p.data() + e[3].offset;
+    double worst = 0.0, worst32 = 0.0;
+    for (std::size_t s = 0; s < n; ++s) {
+        std::vector<float> h(32);  // the conv's output as the device computed it: fp32 of bf16 products
+        std::vector<double> h_abs(32);
+        for (std::size_t c = 0; c < 2; ++c)
+            for (std::size_t oy = 0; oy < 4; ++oy)
+                for (std::size_t ox = 0; ox < 4; ++ox) {
+                    double acc = 0.0, mag = 0.0;
+                    for (std::size_t ky = 0; ky < 3; ++ky)
+                        for (std::size_t kx = 0; kx < 3; ++kx) {
+                            const double t = r(cw[c * 9 + ky * 3 + kx]) * r(x[s * 36 + (oy + ky) * 6 + ox + kx]);
+                            acc += t;
+                            mag += std::abs(t);
+                        }
+                    h[c * 16 + oy * 4 + ox] = static_cast<float>(acc + cb[c]);
+                    h_abs[c * 16 + oy * 4 + ox] = mag;
+                }
+        const auto conv = net.to_host(net.activation(1));  // checked itself: within the fp32 bound of the sum
+        for (std::size_t i = 0; i < 32; ++i)
+            CHECK(std::abs(conv[s * 32 + i] - h[i]) <= 16 * 0x1p-24 * (h_abs[i] + std::abs(cb[i / 16])));
+        for (std::size_t j = 0; j < 3; ++j) {
+            double acc = 0.0, mag = 0.0;
+            for (std::size_t k = 0; k < 32; ++k) {
+                const double t = r(conv[s * 32 + k]) * r(lw[k * 3 + j]);
+                acc += t;
+                mag += std::abs(t);
+            }
+            const double want = acc + lb[j];
+            INFO("sample " << s << " output " << j);
+            CHECK(std::abs(out[s * 3 + j] - want) <= 64 * 0x1p-24 * (mag + std::abs(lb[j])));
+            worst = std::max(worst, std::abs(out[s * 3 + j] - want));
+            worst32 = std::max(worst32, std::abs(static_cast<double>(out32[s * 3 + j]) - want));
+        }
+    }
+    CHECK(worst32 > 4 * worst);  // the fp32 network's products are not the bf16 ones
+}
+
+TEST_CASE("a bf16_mixed device network's checkpoint holds fp32 weights that load into an fp32 CPU network") {
+    oar_test::TempDir dir;
+    oar::Network<MLP, Image, emulated_cuda, oar::bf16_mixed> dev(5);
+    oar::Adam<emulated_cuda> opt(dev.parameters());
+    const auto x = oar_test::random_vector<float>(4 * 784, 6);
+    const std::vector<std::int64_t> y{1, 2, 3, 4};
+    oar::CrossEntropyLoss<emulated_cuda> loss;
+    loss(dev.forward(oar::TensorView(x.data(), 4, Image::dims)), y);
+    dev.clear_grad();
+    dev.backward(loss.backward());
+    opt.step();
+    oar::save_checkpoint(dir.path.string(), "bf16", dev, opt, oar::TrainingState{});
+    oar::Network<MLP, Image> host(99);
+    oar::Adam<> host_opt(host.parameters());
+    oar::load_checkpoint(dir.path.string(), "bf16", host, host_opt);
+    CHECK(max_rel_diff(host.parameters().values(), dev.parameters().host_values()) == 0.0);
+    // and back, into a bf16_mixed device network
+    oar::Network<MLP, Image, emulated_cuda, oar::bf16_mixed> dev2(1);
+    oar::Adam<emulated_cuda> opt2(dev2.parameters());
+    oar::save_checkpoint(dir.path.string(), "fp32", host, host_opt, oar::TrainingState{});
+    oar::load_checkpoint(dir.path.string(), "fp32", dev2, opt2);
+    CHECK(max_rel_diff(dev2.parameters().host_values(), dev.parameters().host_values()) == 0.0);
 }

@@ -19,7 +19,8 @@
 
 #include <algorithm>  // std::max
 #include <array>      // std::array: shapes
-#include <cmath>      // std::abs
+#include <bit>        // std::bit_cast: bf16 rounding cases by their bits
+#include <cmath>      // std::abs, std::ldexp
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::int64_t
 #include <cstring>    // std::memcmp
@@ -414,4 +415,36 @@ TEST_CASE("max pooling bodies follow the CPU's NaN rule: a NaN in a window wins,
     for (std::size_t i = 1; i < 4; ++i) CHECK(y[i] == y_cpu[i]);
     CHECK(dx[5] == dy[0]);
     for (std::size_t i = 0; i < 16; ++i) CHECK(dx[i] == dx_cpu[i]);
+}
+
+TEST_CASE("the bf16 rounding and packing bodies give core/bf16.hpp's bits (ties, NaN, infinities, subnormals, overflow)") {
+    // Values around every rounding case, then random ones over many binades.
+    std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.5f, 3.0e38f, -3.4e38f, std::numeric_limits<float>::max(),
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min(), -1.0e-40f, std::numeric_limits<float>::min()};
+    for (const std::uint32_t bits : {0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u, 0x7f7f8000u, 0x7f800001u,
+                                     0xff812345u, 0x00008000u, 0x00018000u, 0x807fffffu})
+        v.push_back(std::bit_cast<float>(bits));  // ties to even (both parities), just below/above, signalling NaNs
+    const auto r = random_vector<float>(3000, 41);
+    for (std::size_t i = 0; i < r.size(); ++i) v.push_back(r[i] * std::ldexp(1.0f, static_cast<int>(i % 60) - 30));
+    const std::size_t n = v.size();
+    std::vector<float> want_f(n);
+    std::vector<oar::bf16> want_h(n);
+    oar::round_to_bf16(v.data(), want_f.data(), n);
+    oar::to_bf16(v.data(), want_h.data(), n);
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(want_h[i] == oar::to_bf16(v[i]));  // the array and scalar forms agree
+    for (const auto& [grid, block] : launches(n)) {
+        std::vector<float> got_f(n, -7.0f);
+        emulate_launch(grid, block, [&](const ck::Thread& t) { ck::round_bf16_body(t, v.data(), got_f.data(), n); });
+        CHECK(std::memcmp(got_f.data(), want_f.data(), n * sizeof(float)) == 0);
+        // Packed as a (rows, cols) matrix read with a row stride wider than its width.
+        const std::size_t cols = 7, ld = 9, rows = n / ld;
+        std::vector<oar::bf16> got_h(rows * cols, oar::bf16{0x1234});
+        emulate_launch(grid, block, [&](const ck::Thread& t) { ck::pack_bf16_body(t, rows, cols, v.data(), ld, got_h.data()); });
+        bool same = true;
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t j = 0; j < cols; ++j) same = same && got_h[i * cols + j] == want_h[i * ld + j];
+        CHECK(same);
+    }
 }

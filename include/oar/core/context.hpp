@@ -32,8 +32,9 @@ struct Context {
     value_type* saved = nullptr;
     std::size_t workspace_size = 0;
     /// Under a mixed-precision policy (core/precision.hpp; set by Network from its type): the GEMM
-    /// that Linear runs instead of kernel<op::gemm> (float operands, rounded to bf16 inside), and
-    /// the sign for Conv2D to round its operands; null under fp32 and on backends other than the CPU.
+    /// that Linear runs instead of kernel<op::gemm> (float operands, rounded to bf16 inside: the
+    /// CPU's precision_gemm, a Bf16Backend's kernel<op::gemm_bf16>), and the sign for Conv2D to
+    /// round its operands (on the CPU) or call its kernels' bf16_mixed overloads; null under fp32.
     using mixed_gemm_fn = void (*)(Trans, Trans, std::size_t, std::size_t, std::size_t, float, const float*,
                                    std::size_t, const float*, std::size_t, float, float*, std::size_t);
     mixed_gemm_fn mixed_gemm = nullptr;

@@ -7,7 +7,9 @@
 //   them in fp32. Where the CPU has AVX512-BF16 or AMX, Linear's products run on those units
 //   (kernels/cpu/gemm_bf16.hpp); elsewhere the rounded operands go to the fp32 kernels, so the values
 //   depend on the host only through the order of the fp32 sums. Checkpoints hold the fp32 parameters
-//   and load into a network of either policy.
+//   and load into a network of either policy. On oar::cuda the same products run as cuBLAS bf16
+//   GEMMs with fp32 compute (kernel<op::gemm_bf16, cuda>, on operands packed to bf16 by a kernel
+//   that rounds as core/bf16.hpp does); everything else is the fp32 path.
 #pragma once
 
 #include <concepts>  // std::same_as
@@ -37,5 +39,11 @@ concept Precision = std::same_as<P, fp32> || std::same_as<P, bf16_mixed>;
 /// kernels/cpu/gemm_bf16.hpp (so code that uses only fp32 never compiles the bf16 kernels).
 template <class P>
 struct precision_gemm;
+
+/// A backend other than the CPU that runs bf16_mixed: it declares `bf16_kernels = true` and has
+/// kernel<op::gemm_bf16, B> and the Conv2D kernels' overloads that take a trailing bf16_mixed{}
+/// (oar::cuda; kernels/cuda/kernels.cuh).
+template <class B>
+concept Bf16Backend = requires { requires B::bf16_kernels; };
 
 }  // namespace oar

@@ -7,6 +7,7 @@ namespace oar::op {
 
 // GEMM and convolution
 struct gemm {};                  // C = alpha * op(A) * op(B) + beta * C
+struct gemm_bf16 {};             // gemm on operands rounded to bf16, fp32 sums (the bf16_mixed policy off the CPU)
 struct im2col {};                // one sample's (C,H,W) -> (C*K*K, OH*OW)
 struct im2row {};                // one sample's (C,H,W) -> (OH*OW, C*K*K), the transpose of im2col
 struct col2im {};                // adjoint of im2col, accumulating into (C,H,W)

@@ -12,6 +12,9 @@
 // x, the weights and dy rounded to bf16 (copies in thread-local scratch: the forward rounds x a
 // chunk of samples at a time, and backward_relu rounds dy in place, as it overwrites dy anyway)
 // and compute in fp32, the bias gradient included (it sums the rounded dy); the bias stays fp32.
+// On a Bf16Backend (oar::cuda) the Conv2D kernels' bf16_mixed overloads do the same with bf16
+// GEMMs (the operands packed to bf16 inside; dy rounded first, so the bias gradient sums the
+// rounded dy there too).
 #pragma once
 
 #include <algorithm>    // std::min, std::max: the rounded chunks
@@ -23,7 +26,7 @@
 #include "../core/context.hpp"         // Context
 #include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
 #include "../core/bf16.hpp"            // round_to_bf16: mixed precision's operands
-#include "../core/precision.hpp"       // bf16_chunk_values
+#include "../core/precision.hpp"       // bf16_chunk_values; bf16_mixed, Bf16Backend: the mixed kernels off the CPU
 #include "../kernels/cpu/conv.hpp"     // op::conv2d_forward / conv2d_backward on cpu, ConvGeometry
 #include "../kernels/cpu/scratch.hpp"  // cpu_detail::scratch: the rounded copies
 
@@ -92,6 +95,11 @@ struct Conv2D {
                 });
                 return;
             }
+        if constexpr (Bf16Backend<B>)
+            if (ctx.mixed_gemm) {
+                kernel<op::conv2d_forward, B>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y, bf16_mixed{});
+                return;
+            }
         kernel<op::conv2d_forward, B>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y);
     }
 
@@ -103,6 +111,12 @@ struct Conv2D {
                                                     rounded<slot::mixed_w>(ctx.params, weight_size),
                                                     rounded<slot::mixed_dy>(dy, n * out_size(in)), ctx.grads,
                                                     bias(ctx.grads), dx);
+                return;
+            }
+        if constexpr (Bf16Backend<B>)
+            if (ctx.mixed_gemm) {
+                kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads, bias(ctx.grads),
+                                                    dx, bf16_mixed{});
                 return;
             }
         kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads, bias(ctx.grads), dx);
@@ -122,6 +136,12 @@ struct Conv2D {
                     kernel<op::conv2d_forward_map, B>::run(geometry(in), OutC, m, xr, w, bias(ctx.params), f, scale,
                                                            shift, z + o, y + o);
                 });
+                return;
+            }
+        if constexpr (Bf16Backend<B>)
+            if (ctx.mixed_gemm) {
+                kernel<op::conv2d_forward_map, B>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), f, scale,
+                                                       shift, z, y, bf16_mixed{});
                 return;
             }
         kernel<op::conv2d_forward_map, B>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), f, scale, shift,

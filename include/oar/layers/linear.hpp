@@ -4,7 +4,8 @@
 // masked in place); Network calls them where the layer sequence has Linear, ReLU. forward_map (every
 // backend) runs any other elementwise tail after the bias in the same pass (nn/network.hpp).
 // Under bf16 mixed precision (core/precision.hpp) the three products run on the context's
-// mixed_gemm (operands rounded to bf16, fp32 sums); the bias and its gradient stay fp32.
+// mixed_gemm (operands rounded to bf16, fp32 sums; on oar::cuda kernel<op::gemm_bf16>); the bias and
+// its gradient stay fp32.
 #pragma once
 
 #include <array>        // std::array
@@ -15,6 +16,7 @@
 
 #include "../core/context.hpp"         // Context
 #include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec, torch_transposed_weight
+#include "../core/precision.hpp"       // Bf16Backend: the mixed GEMM off the CPU
 #include "../kernels/cpu/bias.hpp"     // op::bias_add / bias_relu / bias_map / bias_grad on cpu
 #include "../kernels/cpu/elementwise.hpp"  // op::relu_mask on cpu
 #include "../kernels/cpu/gemm.hpp"     // op::gemm on cpu
@@ -101,7 +103,7 @@ private:
     static void matmul(const Context<B>& ctx, Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K,
                        T alpha, const T* A, std::size_t lda, const T* Bm, std::size_t ldb, T beta, T* C,
                        std::size_t ldc) {
-        if constexpr (std::same_as<B, cpu>)
+        if constexpr (std::same_as<B, cpu> || Bf16Backend<B>)
             if (ctx.mixed_gemm) return ctx.mixed_gemm(ta, tb, M, N, K, alpha, A, lda, Bm, ldb, beta, C, ldc);
         kernel<op::gemm, B>::run(ta, tb, M, N, K, alpha, A, lda, Bm, ldb, beta, C, ldc);
     }

@@ -28,7 +28,8 @@
 // and tails layer by layer (materialize), so that the layers' own backwards read their own values.
 // The fourth argument is the precision policy (core/precision.hpp): fp32 (the default) or bf16_mixed
 // (Linear's and Conv2D's products on bf16-rounded operands, everything else fp32; the context
-// carries the policy's GEMM to the layers, so the layers are compiled once for both policies).
+// carries the policy's GEMM to the layers, so the layers are compiled once for both policies), on
+// the CPU or on a backend with bf16 kernels (Bf16Backend: oar::cuda, whose GEMM is cuBLAS's bf16 one).
 // Likewise a run of two or more elementwise layers (activations; a ReLU fused into the layer before
 // it not counted; every one but the last cheap to recompute: ReLU, LeakyReLU, Hardswish) is one expr::chain of their functors (kernels/expr.hpp),
 // mapped in one pass by the backend's op::map: forward writes the run's output only (the values
@@ -158,8 +159,8 @@ class Network {
 template <class... Ls, ShapeType In, Backend B, class P>
 class Network<Sequential<Ls...>, In, B, P> {
     static_assert(Precision<P>, "oar: Network's fourth argument is a precision policy: oar::fp32 or oar::bf16_mixed");
-    static_assert(std::same_as<P, fp32> || std::same_as<B, cpu>,
-                  "oar: bf16_mixed runs on oar::cpu only (no GPU policy yet)");
+    static_assert(std::same_as<P, fp32> || std::same_as<B, cpu> || Bf16Backend<B>,
+                  "oar: bf16_mixed runs on oar::cpu or oar::cuda (a backend with bf16 kernels: Bf16Backend)");
 
 public:
     using sequential = Sequential<Ls...>;
@@ -207,10 +208,12 @@ public:
     explicit Network(std::uint64_t seed = 0, init_scheme scheme = init_scheme::paddle)
         : params_(info::param_buffer_size, make_entries(), info::state_buffer_size, make_buffer_entries()) {
         ctx_.rng = CounterRng{seed};
-        if constexpr (std::same_as<P, bf16_mixed>) {
+        if constexpr (std::same_as<P, bf16_mixed> && std::same_as<B, cpu>) {
             static_assert(requires { &precision_gemm<P>::run; },
                           "oar: a bf16_mixed Network needs <oar/kernels/cpu/gemm_bf16.hpp> (its kernels)");
             ctx_.mixed_gemm = &precision_gemm<P>::run;
+        } else if constexpr (std::same_as<P, bf16_mixed>) {
+            ctx_.mixed_gemm = &kernel<op::gemm_bf16, B>::run;  // the backend's bf16 GEMM
         }
         aligned_vector<value_type> staged;  // host memory for a backend whose buffers are not
         std::span<value_type> host = params_.values();

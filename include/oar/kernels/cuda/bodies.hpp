@@ -13,6 +13,7 @@
 #include <cstdint>  // std::int64_t, std::uint64_t
 
 #include "../../config.hpp"         // OAR_HOST_DEVICE
+#include "../../core/bf16.hpp"      // bf16, to_bf16, round_to_bf16: the bf16_mixed policy's operands
 #include "../../core/rng.hpp"       // CounterRng: dropout masks identical to the CPU's
 #include "../rows.hpp"              // softmax rows, window_argmax: shared with the CPU
 #include "../types.hpp"             // ConvGeometry
@@ -76,6 +77,23 @@ OAR_HOST_DEVICE void dropout_body(const Thread& t, CounterRng rng, std::uint64_t
                                   T* out, std::size_t count) {
     for (std::size_t i = t.global_x(); i < count; i += t.stride_x())
         out[i] = rng.uniform(stream, i) < p ? T(0) : in[i] * scale;
+}
+
+// ---------------------------------------------------------------------------------------------
+// bf16 operands (the bf16_mixed policy, core/precision.hpp): core/bf16.hpp's rounding, the same bits
+// ---------------------------------------------------------------------------------------------
+
+/// out[i] = round_to_bf16(in[i]) for i < n, as floats (in == out allowed): values a bf16 GEMM sees.
+OAR_HOST_DEVICE inline void round_bf16_body(const Thread& t, const float* in, float* out, std::size_t n) {
+    for (std::size_t i = t.global_x(); i < n; i += t.stride_x()) out[i] = round_to_bf16(in[i]);
+}
+
+/// dst (rows, cols), packed row-major, = to_bf16 of src (rows, cols) with row stride src_ld: a
+/// GEMM operand for cuBLAS's bf16 GEMM (one work item per value).
+OAR_HOST_DEVICE inline void pack_bf16_body(const Thread& t, std::size_t rows, std::size_t cols, const float* src,
+                                           std::size_t src_ld, bf16* dst) {
+    const std::size_t total = rows * cols;
+    for (std::size_t i = t.global_x(); i < total; i += t.stride_x()) dst[i] = to_bf16(src[(i / cols) * src_ld + i % cols]);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,6 +20,16 @@ struct ColumnMajorGemm {
     std::size_t lda, ldb, ldc;
 };
 
+/// The matrix a row-major operand op(X) of (rows, cols) is stored as: (rows, cols) when op is the
+/// identity, (cols, rows) when it transposes. kernel<op::gemm_bf16> packs this rectangle to bf16
+/// with its row stride equal to its width.
+struct StoredShape {
+    std::size_t rows, cols;
+};
+constexpr StoredShape stored_shape(Trans t, std::size_t op_rows, std::size_t op_cols) {
+    return t == Trans::no ? StoredShape{op_rows, op_cols} : StoredShape{op_cols, op_rows};
+}
+
 /// kernel<op::gemm>'s row-major call (op(A): (M,K), op(B): (K,N), C: (M,N), row strides lda/ldb/ldc)
 /// as a column-major call.
 constexpr ColumnMajorGemm column_major_gemm(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K,

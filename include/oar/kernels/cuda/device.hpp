@@ -22,6 +22,7 @@ struct basic_cuda {
     static constexpr std::string_view name = "cuda";
     static constexpr bool is_oar_backend = true;
     static constexpr int device = Device;
+    static constexpr bool bf16_kernels = true;  ///< runs the bf16_mixed policy (core/precision.hpp)
 };
 
 using cuda = basic_cuda<>;  ///< the CUDA backend (docs/ARCHITECTURE.md)

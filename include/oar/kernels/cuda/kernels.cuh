@@ -2,8 +2,10 @@
 // kernels' `run` signatures; every pointer is device memory (labels too). Each __global__ function
 // below only fills a Thread from the CUDA built-ins and calls the body in oar/kernels/cuda/bodies.hpp,
 // the code tests/cuda/test_bodies.cpp runs on the CPU. GEMM goes to cuBLAS (row-major mapping in
-// oar/kernels/cuda/cublas_map.hpp); Conv2D is the whole-batch plan of conv_plan.hpp. Everything
-// runs on cuda_runtime::compute_stream().
+// oar/kernels/cuda/cublas_map.hpp); Conv2D is the whole-batch plan of conv_plan.hpp. Under the
+// bf16_mixed policy (core/precision.hpp) Linear calls op::gemm_bf16 (cublasGemmEx, bf16 operands,
+// fp32 compute) and Conv2D the conv kernels' overloads taking bf16_mixed{}. Everything runs on
+// cuda_runtime::compute_stream().
 #pragma once
 
 #include <cstddef>  // std::size_t
@@ -11,6 +13,8 @@
 #include <vector>   // std::vector: host copy of per-row losses
 
 #include "conv_plan.hpp"                     // conv2d_forward / conv2d_backward over an executor
+#include "../../core/bf16.hpp"               // bf16: packed GEMM operands
+#include "../../core/precision.hpp"          // bf16_mixed: the Conv2D kernels' mixed-precision overloads
 
 #include "bodies.hpp"                        // the kernel bodies
 #include "cublas_map.hpp"                    // column_major_gemm
@@ -53,6 +57,14 @@ template <class T>
 __global__ void dropout_kernel(CounterRng rng, std::uint64_t stream, float p, T scale, const T* in, T* out,
                                std::size_t n) {
     dropout_body(this_thread(), rng, stream, p, scale, in, out, n);
+}
+template <class T>
+__global__ void round_bf16_kernel(const T* in, T* out, std::size_t n) {
+    round_bf16_body(this_thread(), in, out, n);
+}
+template <class T>
+__global__ void pack_bf16_kernel(std::size_t rows, std::size_t cols, const T* src, std::size_t src_ld, bf16* dst) {
+    pack_bf16_body(this_thread(), rows, cols, src, src_ld, dst);
 }
 template <class T>
 __global__ void bias_add_kernel(T* y, const T* b, std::size_t n, std::size_t c, std::size_t inner) {
@@ -174,14 +186,17 @@ template <class T>
 void cnp_from_ncp(const T* src, T* dst, std::size_t n, std::size_t c, std::size_t p) {
     launch_1d(n * c * p, &cnp_from_ncp_kernel<T>, src, dst, n, c, p);
 }
-/// The conv plan's steps as CUDA launches and cuBLAS calls on the compute stream.
+/// The conv plan's steps as CUDA launches and cuBLAS calls on the compute stream; with `bf16_gemm` set
+/// (the bf16_mixed policy) its GEMMs are kernel<op::gemm_bf16>.
 template <class B>
 struct CudaExec {
+    bool bf16_gemm = false;
     void im2col(const ConvGeometry& g, std::size_t n, const float* x, float* col) { im2col_batched(g, n, x, col); }
     void col2im(const ConvGeometry& g, std::size_t n, const float* col, float* dx) { col2im_batched(g, n, col, dx); }
     void gemm(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A, std::size_t lda,
               const float* Bm, std::size_t ldb, float beta, float* C, std::size_t ldc) {
-        kernel<op::gemm, B>::run(ta, tb, M, N, K, alpha, A, lda, Bm, ldb, beta, C, ldc);
+        if (bf16_gemm) kernel<op::gemm_bf16, B>::run(ta, tb, M, N, K, alpha, A, lda, Bm, ldb, beta, C, ldc);
+        else kernel<op::gemm, B>::run(ta, tb, M, N, K, alpha, A, lda, Bm, ldb, beta, C, ldc);
     }
     void ncp_from_cnp(const float* src, float* dst, const float* bias, std::size_t n, std::size_t c, std::size_t p) {
         cuda_kernels::ncp_from_cnp(src, dst, bias, n, c, p);
@@ -215,6 +230,32 @@ struct kernel<op::gemm, basic_cuda<D>> {
                                      m.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(m.m), static_cast<int>(m.n),
                                      static_cast<int>(m.k), &alpha, a, static_cast<int>(m.lda), b,
                                      static_cast<int>(m.ldb), &beta, C, static_cast<int>(m.ldc)));
+    }
+};
+
+/// kernel<op::gemm_bf16, cuda>::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc): the
+/// contract of op::gemm with A and B rounded to bf16 (packed by pack_bf16_kernel into this thread's
+/// bf16 scratch, core/bf16.hpp's bits) and multiplied by cublasGemmEx with CUDA_R_16BF operands,
+/// fp32 C and CUBLAS_COMPUTE_32F: bf16 products, fp32 sums (the bf16_mixed policy's GEMM).
+template <int D>
+struct kernel<op::gemm_bf16, basic_cuda<D>> {
+    static void run(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A,
+                    std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+        if (M == 0 || N == 0) return;
+        const auto sa = cuda_kernels::stored_shape(ta, M, K), sb = cuda_kernels::stored_shape(tb, K, N);
+        bf16* a16 = cuda_runtime::device_bf16_scratch(sa.rows * sa.cols + sb.rows * sb.cols);
+        bf16* b16 = a16 + sa.rows * sa.cols;
+        cuda_kernels::launch_1d(sa.rows * sa.cols, &cuda_kernels::pack_bf16_kernel<float>, sa.rows, sa.cols, A, lda, a16);
+        cuda_kernels::launch_1d(sb.rows * sb.cols, &cuda_kernels::pack_bf16_kernel<float>, sb.rows, sb.cols, B, ldb, b16);
+        const std::size_t pa = sa.cols > 0 ? sa.cols : 1, pb = sb.cols > 0 ? sb.cols : 1;  // packed leading dimensions
+        const auto m = cuda_kernels::column_major_gemm(ta, tb, M, N, K, pa, pb, ldc);
+        const bf16* a = m.swap_operands ? b16 : a16;
+        const bf16* b = m.swap_operands ? a16 : b16;
+        OAR_CUBLAS_CHECK(cublasGemmEx(cuda_runtime::cublas(), m.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      m.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(m.m), static_cast<int>(m.n),
+                                      static_cast<int>(m.k), &alpha, a, CUDA_R_16BF, static_cast<int>(m.lda), b,
+                                      CUDA_R_16BF, static_cast<int>(m.ldb), &beta, C, CUDA_R_32F,
+                                      static_cast<int>(m.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
 };
 
@@ -435,6 +476,13 @@ struct kernel<op::conv2d_forward, basic_cuda<D>> {
         float* ws = cuda_runtime::device_scratch(cuda_kernels::conv_plan_workspace(g, out_c, n));
         cuda_kernels::conv2d_forward(ex, g, out_c, n, w, b, x, y, ws);
     }
+    /// The bf16_mixed policy's: the GEMM on bf16 operands (x and w rounded), fp32 sums and bias.
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
+                    const float* b, float* y, bf16_mixed) {
+        cuda_kernels::CudaExec<basic_cuda<D>> ex{.bf16_gemm = true};
+        float* ws = cuda_runtime::device_scratch(cuda_kernels::conv_plan_workspace(g, out_c, n));
+        cuda_kernels::conv2d_forward(ex, g, out_c, n, w, b, x, y, ws);
+    }
 };
 
 /// kernel<op::conv2d_forward_map, cuda>::run(g, out_c, n, x, w, b, f, scale, shift, z, y): the
@@ -445,6 +493,13 @@ struct kernel<op::conv2d_forward_map, basic_cuda<D>> {
     static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
                     const float* b, const F& f, const float* scale, const float* shift, float* z, float* y) {
         kernel<op::conv2d_forward, basic_cuda<D>>::run(g, out_c, n, x, w, b, z);
+        kernel<op::bias_map, basic_cuda<D>>::run(f, static_cast<const float*>(nullptr), scale, shift, z, y, n, out_c,
+                                                 g.col_cols());
+    }
+    template <class F>
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
+                    const float* b, const F& f, const float* scale, const float* shift, float* z, float* y, bf16_mixed) {
+        kernel<op::conv2d_forward, basic_cuda<D>>::run(g, out_c, n, x, w, b, z, bf16_mixed{});
         kernel<op::bias_map, basic_cuda<D>>::run(f, static_cast<const float*>(nullptr), scale, shift, z, y, n, out_c,
                                                  g.col_cols());
     }
@@ -459,6 +514,17 @@ struct kernel<op::conv2d_backward, basic_cuda<D>> {
         cuda_kernels::CudaExec<basic_cuda<D>> ex;
         float* ws = cuda_runtime::device_scratch(cuda_kernels::conv_plan_workspace(g, out_c, n));
         cuda_kernels::conv2d_backward(ex, g, out_c, n, w, x, dy, dw, db, dx, ws);
+    }
+    /// The bf16_mixed policy's: dy rounded to bf16 first (so the bias gradient sums the rounded dy,
+    /// as on the CPU), then the plan with bf16 GEMMs.
+    static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
+                    const float* dy, float* dw, float* db, float* dx, bf16_mixed) {
+        cuda_kernels::CudaExec<basic_cuda<D>> ex{.bf16_gemm = true};
+        const std::size_t plan = cuda_kernels::conv_plan_workspace(g, out_c, n), dy_size = n * out_c * g.col_cols();
+        float* ws = cuda_runtime::device_scratch(plan + dy_size);
+        float* dyr = ws + plan;
+        cuda_kernels::launch_1d(dy_size, &cuda_kernels::round_bf16_kernel<float>, dy, dyr, dy_size);
+        cuda_kernels::conv2d_backward(ex, g, out_c, n, w, x, static_cast<const float*>(dyr), dw, db, dx, ws);
     }
 };
 

@@ -13,6 +13,7 @@
 #include <string_view>  // std::string_view
 #include <utility>      // std::exchange, std::swap
 
+#include "../../core/bf16.hpp"   // bf16: the packed GEMM operands' scratch
 #include "../../core/error.hpp"  // detail::concat
 #include "device.hpp"         // cuda_error, no_device_error, parse_device_spec, basic_cuda
 
@@ -235,6 +236,20 @@ inline float* device_scratch(std::size_t n) {
     thread_local Blocks blocks;
     const int d = current_device();
     if (d < 0 || d >= 64) throw cuda_error(detail::concat("device_scratch(): device index ", d, " is beyond 63"));
+    blocks.b[d].reserve_discard(n);
+    return blocks.b[d].data();
+}
+
+/// This thread's grow-only bf16 scratch on the current device (the packed operands of the bf16
+/// GEMM, kernel<op::gemm_bf16, cuda>): at least n values, contents undefined. Separate from
+/// device_scratch, which the convolution holds while its GEMMs run.
+inline bf16* device_bf16_scratch(std::size_t n) {
+    struct Blocks {
+        device_buffer<bf16> b[64];
+    };
+    thread_local Blocks blocks;
+    const int d = current_device();
+    if (d < 0 || d >= 64) throw cuda_error(detail::concat("device_bf16_scratch(): device index ", d, " is beyond 63"));
     blocks.b[d].reserve_discard(n);
     return blocks.b[d].data();
 }
