@@ -2,10 +2,15 @@
 // square sizes and at the shapes the course's models use (OpenBLAS sgemm side by side when the
 // build found it, and the bf16 GEMM on the path this CPU's ISA picks), every conv/pool/activation layer of the course's CNN forward and backward,
 // fused softmax-cross-entropy, the Adam step, and whole training steps of the CNN and the MLP.
-// Each reports GFLOP/s (a multiply-add counts 2) or GB/s, and `of_peak`, the fraction of the peak
-// the probe measured in the same run (all threads of the pool; OAR_NUM_THREADS sets them, and
-// OpenBLAS gets the same count). Times and rates are wall-clock (UseRealTime): the pool's threads
-// work while the main thread waits.
+// Each reports GFLOP/s (a multiply-add counts 2; the memory-bound rows count their arithmetic as
+// stated there) and `of_peak`, the fraction of the machine's nominal FMA peak: threads x the active
+// ISA's float lanes (16 AVX-512, 8 AVX2, 4 SSE2) x 2 FMA units x 2 FLOPs x the clock, the clock
+// calibrated by the FMA probe (thread_peak_flops; /proc/cpuinfo's "cpu MHz" when it cannot run);
+// the run prints that assumption first, and the peak_fma row the probe's measured rate beside it.
+// `of_peak_cpu` is the same FLOPs over the process's CPU time against one thread's peak: what a
+// machine shared with other work distorts least. Threads: the pool's (OAR_NUM_THREADS sets them,
+// and OpenBLAS gets the same count). Times and rates are wall-clock (UseRealTime): the pool's
+// threads work while the main thread waits.
 //   scripts/bench.sh  (or build/release/benchmarks/bench_kernels [--benchmark_filter=gemm])
 #include <benchmark/benchmark.h>  // the harness
 
@@ -15,8 +20,10 @@
 #include <oar/core/thread_pool.hpp>  // default_pool: the probe runs on every thread
 #include <oar/kernels/cpu/gemm_bf16.hpp>  // gemm_bf16: bf16 inputs, fp32 sums
 
-#include <time.h>   // clock_gettime(CLOCK_THREAD_CPUTIME_ID): the probe's clock (POSIX)
+#include <time.h>   // clock_gettime(CLOCK_THREAD_CPUTIME_ID / CLOCK_PROCESS_CPUTIME_ID): CPU time (POSIX)
 #include <algorithm>  // std::max
+#include <cstdio>     // std::fprintf: the peak's assumption
+#include <fstream>    // std::ifstream: /proc/cpuinfo
 #include <chrono>     // std::chrono: the pool round trip
 #include <cstdint>  // std::int64_t
 #include <string>   // std::string: registered benchmark names
@@ -77,21 +84,85 @@ double measure_peak() {
     return best;
 }
 
-double peak_flops() {
+/// The FMA probe's rate on all threads (FLOP/s, measured once).
+double probe_flops() {
     static const double peak = measure_peak();
     return peak;
 }
 
-/// Adds GFLOP/s and of_peak counters for `flops` per iteration.
-void flop_counters(benchmark::State& state, double flops) {
-    const double total = flops * double(state.iterations());
+/// Float lanes of the ISA the kernels run on (oar's dispatch, not this file's -march).
+double isa_lanes() {
+    switch (active_vector_isa()) {
+        case cpu_isa::avx512: return 16.0;
+        case cpu_isa::avx2: return 8.0;
+        default: return 4.0;
+    }
+}
+
+/// The first "cpu MHz" of /proc/cpuinfo in Hz, 0 when there is none.
+double cpuinfo_hz() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("cpu MHz", 0) == 0) {
+            const auto colon = line.find(':');
+            if (colon != std::string::npos) return std::stod(line.substr(colon + 1)) * 1e6;
+        }
+    return 0.0;
+}
+
+/// The nominal peak of one thread in FLOP/s: lanes x 2 FMA units x 2 FLOPs x clock. The clock is
+/// the FMA probe's calibration (its per-thread rate over its own CPU time / (its lanes x 2 units x
+/// 2 FLOPs)): a virtual machine's /proc/cpuinfo "cpu MHz" is often the base clock, below the one
+/// the cores run FMAs at (then every fraction would be overstated); /proc/cpuinfo's value when the
+/// probe cannot run. Printed once, with /proc/cpuinfo's value beside it.
+double thread_peak_flops() {
+    static const double peak = [] {
+        const double info = cpuinfo_hz();
+        double hz = probe_flops() / double(default_pool().size()) / (4.0 * double(xsimd::batch<float>::size));
+        const char* source = "the FMA probe's calibration";
+        if (!(hz > 0)) {
+            hz = info;
+            source = "/proc/cpuinfo cpu MHz";
+        }
+        const double p = isa_lanes() * 2.0 * 2.0 * hz;
+        std::fprintf(stderr,
+                     "of_peak assumes %.0f float lanes (%s) x 2 FMA units x 2 FLOPs x %.0f MHz (from %s; /proc/cpuinfo "
+                     "cpu MHz: %.0f) x %zu threads = %.1f GFLOP/s\n",
+                     isa_lanes(), std::string(cpu_isa_name(active_vector_isa())).c_str(), hz / 1e6, source, info / 1e6,
+                     default_pool().size(), p * double(default_pool().size()) / 1e9);
+        return p;
+    }();
+    return peak;
+}
+
+double peak_flops() { return thread_peak_flops() * double(default_pool().size()); }
+
+/// CPU seconds of the whole process (every thread) so far.
+double process_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+/// Taken right before a benchmark's timed loop: the process's CPU time then, for of_peak_cpu.
+struct CpuStart {
+    double t = (thread_peak_flops(), process_cpu_seconds());  // the peak first: its print is not timed
+};
+
+/// Adds GFLOP/s, of_peak and of_peak_cpu counters for `flops` per iteration, the timed loop having
+/// started at `start`.
+void flop_counters(benchmark::State& state, double flops, const CpuStart& start) {
+    const double total = flops * double(state.iterations()), cpu = process_cpu_seconds() - start.t;
     state.counters["GFLOP/s"] = benchmark::Counter(total, benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
     state.counters["of_peak"] = benchmark::Counter(total / peak_flops(), benchmark::Counter::kIsRate);
+    state.counters["of_peak_cpu"] = cpu > 0 ? total / (cpu * thread_peak_flops()) : 0.0;
 }
 
 void peak_fma(benchmark::State& state) {
     for (auto _ : state) benchmark::DoNotOptimize(peak_flops());
     state.counters["peak_GFLOP/s"] = peak_flops() / 1e9;
+    state.counters["probe_GFLOP/s"] = probe_flops() / 1e9;
     state.counters["threads"] = double(default_pool().size());
 }
 BENCHMARK(peak_fma)->Iterations(1);
@@ -135,12 +206,13 @@ void gemm_bench(benchmark::State& state, Trans ta, Trans tb) {
     fill(a.data(), a.size(), 1);
     fill(b.data(), b.size(), 2);
     fill(c.data(), c.size(), 3);
+    const CpuStart start;
     for (auto _ : state) {
         gemm(ta, tb, M, N, K, 1.0f, a.data(), b.data(), beta, c.data());
         benchmark::DoNotOptimize(c.data());
         benchmark::ClobberMemory();
     }
-    flop_counters(state, 2.0 * double(M) * double(N) * double(K));
+    flop_counters(state, 2.0 * double(M) * double(N) * double(K), start);
 }
 
 /// The bf16 GEMM at the same shape and values (rounded to bf16), on the active ISA's path.
@@ -155,12 +227,13 @@ void gemm_bf16_bench(benchmark::State& state, Trans ta, Trans tb) {
     std::vector<bf16> ah(a.size()), bh(b.size());
     to_bf16(a.data(), ah.data(), a.size());
     to_bf16(b.data(), bh.data(), b.size());
+    const CpuStart start;
     for (auto _ : state) {
         gemm_bf16(ta, tb, M, N, K, 1.0f, ah.data(), bh.data(), beta, c.data());
         benchmark::DoNotOptimize(c.data());
         benchmark::ClobberMemory();
     }
-    flop_counters(state, 2.0 * double(M) * double(N) * double(K));
+    flop_counters(state, 2.0 * double(M) * double(N) * double(K), start);
     state.SetLabel(std::string(cpu_isa_name(active_cpu_isa())));
 }
 
@@ -175,13 +248,14 @@ void openblas_bench(benchmark::State& state, Trans ta, Trans tb) {
     fill(c.data(), c.size(), 3);
     openblas_set_num_threads(static_cast<int>(default_pool().size()));
     constexpr int row_major = 101, no_trans = 111, trans = 112;
+    const CpuStart start;
     for (auto _ : state) {
         cblas_sgemm(row_major, ta == Trans::no ? no_trans : trans, tb == Trans::no ? no_trans : trans, M, N, K, 1.0f,
                     a.data(), ta == Trans::no ? K : M, b.data(), tb == Trans::no ? N : K, beta, c.data(), N);
         benchmark::DoNotOptimize(c.data());
         benchmark::ClobberMemory();
     }
-    flop_counters(state, 2.0 * double(M) * double(N) * double(K));
+    flop_counters(state, 2.0 * double(M) * double(N) * double(K), start);
 }
 #endif
 
@@ -260,12 +334,13 @@ void layer_bench(benchmark::State& state) {
     auto y = net.forward(x);
     Tensor dy(Batch, y.dims()), dx(Batch, In::dims);
     fill(dy.data(), dy.size(), 4);
+    const CpuStart start;
     for (auto _ : state) {
         net.forward(x);
         if constexpr (Backward) net.backward(dy, dx);
         benchmark::ClobberMemory();
     }
-    flop_counters(state, double(Single::info::total_flops) * double(Batch) * (Backward ? 3.0 : 1.0));
+    flop_counters(state, double(Single::info::total_flops) * double(Batch) * (Backward ? 3.0 : 1.0), start);
     // Bytes of the activations read and written (x, y; with backward also dy, dx): for the
     // memory-bound layers.
     const double bytes = 4.0 * double(Batch) * double(In::dims.size() + Single::info::dims[1].size()) * (Backward ? 2.5 : 1.0);
@@ -306,6 +381,25 @@ OAR_BENCH_CONV3("mynet_conv3_b32", MyNetConv3, MyNetConv3In, 32)
 OAR_BENCH_CONV3("resnet_conv16_b128", ResNetConv16, ResNetConv16In, 128)
 OAR_BENCH_CONV3("resnet_conv32_b128", ResNetConv32, ResNetConv32In, 128)
 #undef OAR_BENCH_CONV3
+// The strided convolutions of ResNet8's projection block (models/resnet.hpp: 16 -> 32 channels,
+// 32 x 32 -> 16 x 16) and of its 32 -> 64 form on 16 x 16 (a ResNet8<32>), the 3x3 and the 1x1
+// shortcut, both on the phase layout; and a 1x1 stride-1 convolution (the pointwise GEMMs, as in
+// InceptionNet's branches) at batch 128.
+#define OAR_BENCH_CONVS(name, L, In, B)                                                                            \
+    BENCHMARK(layer_bench<L, In, false, true, B>)->Name(name "_forward")->Unit(benchmark::kMillisecond)->UseRealTime(); \
+    BENCHMARK(layer_bench<L, In, true, true, B>)->Name(name "_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
+using ResNetDown16 = Conv2D<16, 32, 3, 2, 1, Bias::no>;
+using ResNetProj16 = Conv2D<16, 32, 1, 2, 0, Bias::no>;
+using ResNetDown32 = Conv2D<32, 64, 3, 2, 1, Bias::no>;
+using ResNetProj32 = Conv2D<32, 64, 1, 2, 0, Bias::no>;
+using Pointwise32 = Conv2D<32, 32, 1>;
+OAR_BENCH_CONVS("resnet_down3x3_16_b128", ResNetDown16, ResNetConv16In, 128)
+OAR_BENCH_CONVS("resnet_down3x3_16_b32", ResNetDown16, ResNetConv16In, 32)
+OAR_BENCH_CONVS("resnet_proj1x1_16_b128", ResNetProj16, ResNetConv16In, 128)
+OAR_BENCH_CONVS("resnet_down3x3_32_b128", ResNetDown32, ResNetConv32In, 128)
+OAR_BENCH_CONVS("resnet_proj1x1_32_b128", ResNetProj32, ResNetConv32In, 128)
+OAR_BENCH_CONVS("pointwise_32_16x16_b128", Pointwise32, ResNetConv32In, 128)
+#undef OAR_BENCH_CONVS
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, false>)->Name("pool1_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, true>)->Name("pool1_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 14, 14>, false>)->Name("pool2_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -331,6 +425,7 @@ void activation_chain(benchmark::State& state) {
     Tensor x(100, Net::input_shape::dims), dy(100, Net::input_shape::dims), dx(100, Net::input_shape::dims);
     fill(x.data(), x.size(), 3);
     fill(dy.data(), dy.size(), 4);
+    const CpuStart start;
     for (auto _ : state) {
         if constexpr (Fused) {
             net.forward(x);
@@ -343,6 +438,7 @@ void activation_chain(benchmark::State& state) {
     }
     state.counters["GB/s"] = benchmark::Counter(4.0 * 100.0 * 20 * 28 * 28 * (Fused ? 6.0 : 18.0) * double(state.iterations()),
                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+    flop_counters(state, 3.0 * double(Net::info::total_flops) * 100.0, start);  // the layers' counts, backward as 2 forwards
 }
 BENCHMARK(activation_chain<true>)->Name("chain3_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(activation_chain<false>)->Name("chain3_fwd_bwd_one_by_one")->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -355,6 +451,7 @@ void softmax_xent(benchmark::State& state) {
     std::vector<std::int64_t> y(n);
     for (std::size_t i = 0; i < n; ++i) y[i] = static_cast<std::int64_t>(i % k);
     CrossEntropyLoss<> ce;
+    const CpuStart start;
     for (auto _ : state) {
         benchmark::DoNotOptimize(ce(logits, y));
         benchmark::ClobberMemory();
@@ -362,6 +459,8 @@ void softmax_xent(benchmark::State& state) {
     // logits read, gradient written
     state.counters["GB/s"] = benchmark::Counter(8.0 * double(n * k) * double(state.iterations()),
                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+    // 5 per logit: the max, the shift, exp (counted as one), the sum, the gradient's scale
+    flop_counters(state, 5.0 * double(n * k), start);
 }
 BENCHMARK(softmax_xent)->Args({100, 10})->Args({1000, 10})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -372,12 +471,15 @@ void adam_step(benchmark::State& state) {
     auto& ps = net.parameters();
     fill(ps.grads().data(), ps.grads().size(), 7);
     Adam opt(ps, {.learning_rate = 1e-3f, .weight_decay = L2Decay(1e-5f)});
+    const CpuStart start;
     for (auto _ : state) {
         opt.step();
         benchmark::ClobberMemory();
     }
     state.counters["GB/s"] = benchmark::Counter(4.0 * 7.0 * double(ps.values().size()) * double(state.iterations()),
                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+    // 14 per parameter: the decay (2), m (3), v (4), the step (sqrt, add, divide, scale, subtract)
+    flop_counters(state, 14.0 * double(ps.values().size()), start);
 }
 
 /// A whole training step (forward, cross-entropy, backward, Adam with L2Decay) at batch 100.
@@ -390,6 +492,7 @@ void train_step(benchmark::State& state) {
     fill(x.data(), x.size(), 5);
     std::vector<std::int64_t> y(100);
     for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<std::int64_t>(i % 10);
+    const CpuStart start;
     for (auto _ : state) {
         auto out = net.forward(x);
         benchmark::DoNotOptimize(ce(out, y));
@@ -397,7 +500,7 @@ void train_step(benchmark::State& state) {
         opt.step();
         opt.clear_grad();
     }
-    flop_counters(state, 3.0 * double(Network<Seq, Shape<1, 28, 28>>::info::total_flops) * 100.0);
+    flop_counters(state, 3.0 * double(Network<Seq, Shape<1, 28, 28>>::info::total_flops) * 100.0, start);
     state.counters["img/s"] = benchmark::Counter(100.0 * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
@@ -415,11 +518,13 @@ void infer_step(benchmark::State& state) {
     net.eval();
     Tensor x(100, make_dims(1, 28, 28));
     fill(x.data(), x.size(), 5);
+    const CpuStart start;
     for (auto _ : state) {
         benchmark::DoNotOptimize(net.forward(x).data());
         benchmark::ClobberMemory();
     }
     state.counters["img/s"] = benchmark::Counter(100.0 * double(state.iterations()), benchmark::Counter::kIsRate);
+    flop_counters(state, double(Network<Seq, Shape<1, 28, 28>>::info::total_flops) * 100.0, start);
 }
 BENCHMARK(infer_step<CNN>)->Name("infer_cnn_b100")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(infer_step<MLP>)->Name("infer_mlp_b100")->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -205,6 +205,9 @@ TEST_CASE("Conv2D gradients match finite differences") {
     SUBCASE("Conv2D<2,3,3> on (2,6,5)") { check_conv2d_gradients<oar::Conv2D<2, 3, 3>, oar::Shape<2, 6, 5>>(); }
     SUBCASE("Conv2D<2,4,3,2,1> on (2,7,7)") { check_conv2d_gradients<oar::Conv2D<2, 4, 3, 2, 1>, oar::Shape<2, 7, 7>>(); }
     SUBCASE("Conv2D<3,2,1> on (3,4,4)") { check_conv2d_gradients<oar::Conv2D<3, 2, 1>, oar::Shape<3, 4, 4>>(); }
+    SUBCASE("Conv2D<3,4,1,2,0> without bias on (3,7,7): ResNet8's 1x1 stride-2 shortcut") {
+        check_conv2d_gradients<oar::Conv2D<3, 4, 1, 2, 0, oar::Bias::no>, oar::Shape<3, 7, 7>>();
+    }
     SUBCASE("Conv2D<1,2,4,3,2> on (1,9,8)") { check_conv2d_gradients<oar::Conv2D<1, 2, 4, 3, 2>, oar::Shape<1, 9, 8>>(); }
     SUBCASE("Conv2D<2,3,3,1,2> on (2,3,3): windows wholly in the padding") {
         check_conv2d_gradients<oar::Conv2D<2, 3, 3, 1, 2>, oar::Shape<2, 3, 3>>();
@@ -214,7 +217,7 @@ TEST_CASE("Conv2D gradients match finite differences") {
 TEST_CASE("Conv2D with a fused ReLU gives the bits of Conv2D then ReLU, and matches finite differences") {
     SUBCASE("the course's Conv2D<1,20,5,1,2>") { oar_test::check_fused_relu<Course, oar::Shape<1, 12, 12>>(3); }
     SUBCASE("Conv2D<20,20,5,1,2>: flipped-weight dx") { oar_test::check_fused_relu<oar::Conv2D<20, 20, 5, 1, 2>, oar::Shape<20, 7, 7>>(3); }
-    SUBCASE("Conv2D<2,4,3,2,1>: im2col") { oar_test::check_fused_relu<oar::Conv2D<2, 4, 3, 2, 1>, oar::Shape<2, 7, 7>>(3); }
+    SUBCASE("Conv2D<2,4,3,2,1>: the strided phase layout") { oar_test::check_fused_relu<oar::Conv2D<2, 4, 3, 2, 1>, oar::Shape<2, 7, 7>>(3); }
     SUBCASE("a 3x5 kernel with strides 1x2: im2col") { oar_test::check_fused_relu<Rect, oar::Shape<3, 7, 9>>(3); }
     SUBCASE("no bias, stride 1") { oar_test::check_fused_relu<NoBias, oar::Shape<2, 7, 7>>(3); }
 }

@@ -1,8 +1,9 @@
 // Tests of oar/kernels/cpu/conv.hpp: im2col against the definition and, followed by a matrix
 // product, against a direct convolution loop; col2im against a naive scatter and as the adjoint of
 // im2col; im2row as im2col's transpose; bias_add and bias_grad against naive loops; the batch
-// conv2d_forward / conv2d_backward against direct loops (each dx path: flipped weights for stride 1
-// and 8+ channels, col2im otherwise), bit-identical for every thread count. Geometries cover
+// conv2d_forward / conv2d_backward against direct loops (each path: the stride-1 implicit GEMM with
+// flipped-weight or col2im dx, the strided phase layout, the pointwise 1x1 GEMMs, im2col for
+// rectangular windows), bit-identical for every thread count. Geometries cover
 // stride, padding, K = 1, non-square images and strides that do not divide the padded extent.
 // The fused ReLU epilogue (bias_relu, conv2d_forward_relu / conv2d_backward_relu) against the
 // unfused kernels followed by the ReLU map, bit for bit.
@@ -244,13 +245,22 @@ TEST_CASE("batch conv2d forward and backward match direct loops, with and withou
             {{1, 12, 12, 5, 1, 2}, 20, 9},    // the course's first layer (col2im dx: one channel)
             {{20, 7, 7, 5, 1, 2}, 20, 5},     // the second layer's shape: flipped-weight dx
             {{8, 6, 5, 3, 1, 0}, 3, 6},       // flipped, no padding
-            {{9, 7, 6, 3, 2, 1}, 4, 4},       // stride 2: col2im dx
+            {{9, 7, 6, 3, 2, 1}, 4, 4},       // stride 2: the phase layout
             {{3, 9, 8, 4, 3, 2}, 2, 3},
             {{2, 9, 10, 7, 1, 3}, 6, 5},      // stride 1, K = 7 and 6 channels: partial weight-gradient tiles
             {{3, 6, 7, 3, 1, 2}, 4, 3},       // pad = K - 1: the pitch is the output row, no extra columns
             {{8, 5, 6, 3, 1, 2}, 3, 3},       // the same with flipped-weight dx (its padding 0)
             {{2, 5, 6, 3, 1, 3}, 3, 4},       // pad > K - 1 (kernel level only): the output row sets the pitch
             {{20, 14, 14, 5, 1, 2}, 20, 6},   // the course's second layer at full size (pitch 16, not 18)
+            // The strided phase layout (forward, weight gradient, input gradient) and the pointwise GEMMs:
+            {{16, 9, 9, 3, 2, 1}, 12, 11},    // ResNet8's stride-2 3x3 at an odd size, two groups and a partial one
+            {{16, 8, 8, 1, 2, 0}, 12, 3},     // ResNet8's 1x1 stride-2 projection: one phase, a strided gather
+            {{9, 7, 7, 1, 1, 0}, 13, 4},      // 1x1 stride 1 without padding: GEMMs on the samples as they lie
+            {{3, 7, 6, 3, 2, 0}, 5, 2},       // stride 2 without padding, odd width
+            {{5, 10, 9, 3, 3, 2}, 3, 2},      // stride 3 (phases of one tap), pad 2
+            {{4, 9, 9, 1, 2, 1}, 3, 2},       // 1x1 stride 2 with padding: zero border outputs
+            {{2, 9, 7, 5, 2, 2}, 7, 2},       // 5x5 stride 2: three runs in phase 0 (two weight-gradient tiles on SSE2/AVX2)
+            {{3, 6, 6, 2, 2, 0}, 4, 2},       // 2x2 stride 2: pixels each read once
         };
         for (const auto& c : cases)
             for (bool with_dx : {true, false}) {
@@ -348,7 +358,7 @@ TEST_CASE("conv2d with a fused ReLU gives the bits of conv2d followed by the ReL
         const Case cases[] = {
             {{1, 28, 28, 5, 1, 2}, 20, 7},  // the course's layers: stride 1, col2im / flipped dx
             {{20, 14, 14, 5, 1, 2}, 20, 11},
-            {{9, 7, 6, 3, 2, 1}, 4, 4},     // stride 2: im2col forward, im2row weight gradient
+            {{9, 7, 6, 3, 2, 1}, 4, 4},     // stride 2: the phase layout's forward and weight gradient
         };
         for (const auto& c : cases)
             for (bool with_dx : {true, false}) {
@@ -431,7 +441,7 @@ TEST_CASE("conv2d_forward_map gives the bits of conv2d_forward followed by the m
         const Case cases[] = {
             {{3, 9, 9, 3, 1, 1}, 5, 3},     // stride 1, few channels: the implicit GEMM
             {{8, 10, 10, 3, 1, 1}, 8, 19},  // 3x3, 8 channels: Winograd (and the direct path for the last few)
-            {{9, 7, 6, 3, 2, 1}, 4, 4},     // stride 2: im2col
+            {{9, 7, 6, 3, 2, 1}, 4, 4},     // stride 2: the phase layout
         };
         const auto f = oar::expr::then(oar::elu_fn{0.7f}, oar::sigmoid_fn{});
         for (const auto& c : cases) {

@@ -8,8 +8,13 @@
 // (conv_stride1_sample: GEMM micro-tiles reading those runs in place, weights packed once per call,
 // the bias added as the valid columns are copied out); the input gradient is the same kernel on dy
 // with the flipped, transposed weights; the weight gradient is dot products of dy (on the same
-// pitch) with the runs (conv_dw_stride1), with the bias gradient alongside. Other strides and
-// non-square windows: im2col / im2row + GEMM, col2im for the input gradient, the bias fused by
+// pitch) with the runs (conv_dw_stride1), with the bias gradient alongside. Square windows of larger
+// strides (ResNet8's stride-2 3x3 and 1x1 convolutions) do the same on the image split into its
+// stride x stride phases (phase_layout: a window tap is then a contiguous run of one phase): the
+// forward's implicit GEMM tiles and the weight gradient's dot products read the phases in place;
+// the input gradient is w^T dy on the phases' pitch added back run by run. 1x1 windows of stride 1
+// without padding are plain GEMMs on the samples as they lie (forward, dx = w^T dy, dw += dy x^T).
+// Non-square windows: im2col / im2row + GEMM, col2im for the input gradient, the bias fused by
 // starting C at the bias (beta = 1); a null bias (Conv2D without one) adds and accumulates nothing.
 // Float convolutions with 5x5 or 3x3 kernels, stride 1 and 8+ input and output channels (the
 // course's second one, MyNet's and ResNet8's 3x3 ones) take Winograd F(2x2, 5x5) or F(4x4, 3x3)
