@@ -62,7 +62,7 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --seed N             seed of initialisation, shuffling and dropout (default 0)
   --workers N          DataLoader worker threads                    (default 0)
   --device D           cpu | gpu | gpu:N                            (default cpu)
-  --precision P        fp32 | bf16: bf16 mixed precision on the CPU  (default fp32)
+  --precision P        fp32 | bf16: bf16 mixed precision (CPU, GPU)  (default fp32)
   --checkpoint-dir DIR save checkpoints there; --resume latest continues from one
   --log-dir DIR        CSV, TensorBoard events and SVG curves
   --export-onnx PATH   after training, write the model as ONNX to PATH
@@ -107,10 +107,11 @@ Trains one of PaddlePaddle's MNIST-course models with oar and prints a result li
   --workers N          DataLoader worker threads, 0 = load in the training thread (default 0)
   --device D           cpu | gpu | gpu:N                            (default cpu; gpu: a build
                        with CUDA, models cnn and mlp, no checkpoints)
-  --precision P        fp32 | bf16 (default fp32); bf16: mixed precision on the CPU, the
-                       products of Linear and Conv2D on bf16-rounded weights, inputs and
-                       gradients summed in fp32 (AVX512-BF16 / AMX where the CPU has them),
-                       fp32 master weights, optimizer, loss and checkpoints
+  --precision P        fp32 | bf16 (default fp32); bf16: mixed precision, the products of
+                       Linear and Conv2D on bf16-rounded weights, inputs and gradients
+                       summed in fp32 (AVX512-BF16 / AMX where the CPU has them; cuBLAS
+                       bf16 GEMMs with fp32 compute on --device gpu), fp32 master
+                       weights, optimizer, loss and checkpoints
   --checkpoint-dir DIR save DIR/latest after every epoch (and when stopped by a signal),
                        DIR/epoch_<n> and DIR/best (by validation accuracy), as safetensors
   --resume CKPT        continue from a checkpoint: "latest" (in --checkpoint-dir), DIR/STEM,

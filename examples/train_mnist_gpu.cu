@@ -20,10 +20,16 @@
 
 namespace {
 
+template <class P, class D, class Comm>
+int run_as(const oar::TrainOptions& c, const mnist_job::Run& run, const mnist_job::Splits<D>& data, Comm& comm) {
+    if (c.model == "mlp") return mnist_job::run_model<oar::course::MLP, oar::cuda, P>(c, run, data, comm);
+    return mnist_job::run_model<oar::course::CNN, oar::cuda, P>(c, run, data, comm);
+}
+/// --precision: fp32, or bf16 (Network<..., cuda, bf16_mixed>: cuBLAS bf16 GEMMs, fp32 master weights).
 template <class D, class Comm>
 int run_on(const oar::TrainOptions& c, const mnist_job::Run& run, const mnist_job::Splits<D>& data, Comm& comm) {
-    if (c.model == "mlp") return mnist_job::run_model<oar::course::MLP, oar::cuda>(c, run, data, comm);
-    return mnist_job::run_model<oar::course::CNN, oar::cuda>(c, run, data, comm);
+    if (c.precision == "bf16") return run_as<oar::bf16_mixed>(c, run, data, comm);
+    return run_as<oar::fp32>(c, run, data, comm);
 }
 
 template <class D>

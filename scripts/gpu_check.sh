@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check that needs a GPU, in one command, for the first machine that has one: builds the
 # release preset (nvcc targets included), runs every real-launch test (ctest label `gpu`), the
-# main job on one GPU (test accuracy and img/s), the data-parallel main job on two GPUs over NCCL
+# main job on one GPU in fp32 and with --precision bf16 (the bf16_mixed policy's cuBLAS bf16
+# GEMMs: test accuracy, img/s and the gap to fp32), the data-parallel main job on two GPUs over NCCL
 # when two are visible (under mpirun and under oar-launch --gpus 0,1), and the GPU benchmark; then
 # prints one summary table. Logs go to build/gpu_check/ (OAR_GPU_LOGS overrides).
 #
@@ -71,6 +72,21 @@ if "$build/examples/train_mnist" --data "$data" --device gpu --epochs "$epochs" 
   row "train_mnist --device gpu ($epochs epoch)" passed "$(result_of "$logs/train_gpu.log")"
 else
   row "train_mnist --device gpu ($epochs epoch)" failed "see $logs/train_gpu.log"
+fi
+
+# 3b. The same run under the bf16_mixed policy: it must train (test accuracy, a fraction, within
+# 0.005 of the fp32 run's of the same seed and epochs) and its img/s is printed beside fp32's.
+acc_of() { grep -m1 '^result:' "$1" | grep -o 'test_accuracy=[0-9.]*' | cut -d= -f2; }
+if "$build/examples/train_mnist" --data "$data" --device gpu --precision bf16 --epochs "$epochs" \
+     >"$logs/train_gpu_bf16.log" 2>&1; then
+  a32=$(acc_of "$logs/train_gpu.log"); a16=$(acc_of "$logs/train_gpu_bf16.log")
+  if [[ -n "$a32" && -n "$a16" ]] && awk -v a="$a16" -v b="$a32" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.005) }'; then
+    row "train_mnist --device gpu --precision bf16" passed "$(result_of "$logs/train_gpu_bf16.log") (fp32: $a32)"
+  else
+    row "train_mnist --device gpu --precision bf16" failed "accuracy $a16 against fp32's $a32 (see $logs/train_gpu_bf16.log)"
+  fi
+else
+  row "train_mnist --device gpu --precision bf16" failed "see $logs/train_gpu_bf16.log"
 fi
 
 # 4. Data parallel over NCCL on two GPUs (each rank takes the GPU of its local rank).

@@ -212,7 +212,8 @@ struct TrainOptions {
     std::size_t workers = 0;
     DeviceOption device{};
     /// fp32 | bf16: the network's precision policy (core/precision.hpp): bf16 is
-    /// Network<..., oar::cpu, oar::bf16_mixed> (the products on bf16 operands, fp32 master weights).
+    /// Network<..., oar::cpu or oar::cuda, oar::bf16_mixed> (the products on bf16 operands, fp32
+    /// master weights).
     std::string precision = "fp32";
     std::string checkpoint_dir;
     std::string resume;  ///< "latest", a checkpoint's DIR/STEM, or a folder (its "latest")
@@ -303,8 +304,6 @@ inline std::optional<TrainOptions> parse_train_options(int argc, const char* con
         throw usage_error("--optimizer must be sgd, momentum, adagrad or adam, got '" + c.optimizer + "'");
     if (c.precision != "fp32" && c.precision != "bf16")
         throw usage_error("--precision must be fp32 or bf16, got '" + c.precision + "'");
-    if (c.precision == "bf16" && c.device.kind == DeviceOption::Kind::gpu)
-        throw usage_error("--precision bf16 runs on --device cpu (the GPU has no bf16 policy yet)");
     if (c.init != "paddle" && c.init != "torch")
         throw usage_error("--init must be paddle or torch, got '" + c.init + "'");
     if (c.epochs > 1000000) throw usage_error(detail::concat("--epochs ", c.epochs, " is more than 1000000"));
