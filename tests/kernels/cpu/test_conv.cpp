@@ -201,6 +201,20 @@ TEST_CASE("bias_grad adds the per-channel sum over samples and positions to db")
         for (std::size_t s = 0; s < n; ++s) want += dy1[s * channels + c];
         CHECK(std::abs(g[c] - want) < 1e-14);
     }
+    // In float, more channels than one block of the row-by-row loop: each channel's samples summed
+    // in double in sample order, then added to db once, bit for bit.
+    constexpr std::size_t rows = 7, wide = 150;
+    const auto dyw = random_vector<float>(rows * wide, 6);
+    const auto dbw0 = random_vector<float>(wide, 7);
+    auto dbw = dbw0;
+    oar::kernel<oar::op::bias_grad, oar::cpu>::run(dyw.data(), dbw.data(), rows, wide, 1);
+    std::size_t bad = 0;
+    for (std::size_t c = 0; c < wide; ++c) {
+        double sum = 0.0;
+        for (std::size_t r = 0; r < rows; ++r) sum += static_cast<double>(dyw[r * wide + c]);
+        bad += dbw[c] != dbw0[c] + static_cast<float>(sum);
+    }
+    CHECK(bad == 0);
 }
 
 TEST_CASE("im2row is the transpose of im2col") {
