@@ -209,6 +209,9 @@ TEST_CASE("Conv2D gradients match finite differences") {
         check_conv2d_gradients<oar::Conv2D<3, 4, 1, 2, 0, oar::Bias::no>, oar::Shape<3, 7, 7>>();
     }
     SUBCASE("Conv2D<1,2,4,3,2> on (1,9,8)") { check_conv2d_gradients<oar::Conv2D<1, 2, 4, 3, 2>, oar::Shape<1, 9, 8>>(); }
+    SUBCASE("Conv2D<8,3,3,1,1> on (8,5,6): the stride-1 weight gradient's GEMM (3x3, 8+ input channels)") {
+        check_conv2d_gradients<oar::Conv2D<8, 3, 3, 1, 1>, oar::Shape<8, 5, 6>>();
+    }
     SUBCASE("Conv2D<2,3,3,1,2> on (2,3,3): windows wholly in the padding") {
         check_conv2d_gradients<oar::Conv2D<2, 3, 3, 1, 2>, oar::Shape<2, 3, 3>>();
     }

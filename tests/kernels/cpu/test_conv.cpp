@@ -322,6 +322,66 @@ TEST_CASE("batch conv2d forward and backward match direct loops, with and withou
     });
 }
 
+TEST_CASE("the stride-1 weight gradient equals the double one within 16 u sum |dy x| on MyNet's, ResNet8's and odd 3x3 shapes") {
+    // Each weight's error against the exact sum, over u times that weight's sum of |dy * x| (the
+    // scale of any summation of those products), at most kappa (the constant of the 3x3 Winograd
+    // weight-gradient test; the GEMM's lanes each sum a group's products in one chain, up to 5 * 169
+    // here, and reach about 3.4); a lost or misplaced product is a ratio near 1 / (u * terms), over
+    // ten thousand here. Float on every ISA; no dx, so only the weight gradient runs.
+    struct Case {
+        oar::ConvGeometry g;
+        std::size_t out_c, n;
+    };
+    const Case cases[] = {
+        {{3, 32, 32, 3, 1, 0}, 32, 2},   // MyNet's first convolution: 27 rows, a partial row tile
+        {{32, 15, 15, 3, 1, 0}, 64, 6},  // MyNet's second; 6 samples: a group of 5 and one more
+        {{64, 6, 6, 3, 1, 0}, 64, 3},    // MyNet's third
+        {{16, 32, 32, 3, 1, 1}, 16, 2},  // ResNet8's first stage: a sweep of one sample (1024 positions)
+        {{5, 9, 7, 3, 1, 1}, 13, 4},     // 13 output channels (a partial block), 45 rows, 9 x 7
+        {{3, 5, 11, 3, 1, 2}, 7, 3},     // pad = K - 1: the pitch is the output row
+    };
+    constexpr double kappa = 16.0, u = 1.0 / 16777216.0;
+    for (const auto& c : cases) {
+        const auto& g = c.g;
+        INFO(describe_conv(g) << " out_c=" << c.out_c << " n=" << c.n);
+        const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
+        const std::size_t K = g.kernel, OH = g.out_height(), OW = g.out_width();
+        const auto x = random_vector<float>(c.n * in_size, 41), w = random_vector<float>(c.out_c * ckk, 42);
+        const auto dy = random_vector<float>(c.n * c.out_c * P, 43);
+        std::vector<double> want(c.out_c * ckk, 0.0), scale(c.out_c * ckk, 0.0);
+        for (std::size_t s = 0; s < c.n; ++s)
+            for (std::size_t o = 0; o < c.out_c; ++o)
+                for (std::size_t ch = 0; ch < g.channels; ++ch)
+                    for (std::size_t ky = 0; ky < K; ++ky)
+                        for (std::size_t kx = 0; kx < K; ++kx) {
+                            const std::size_t wi = ((o * g.channels + ch) * K + ky) * K + kx;
+                            for (std::size_t oy = 0; oy < OH; ++oy)
+                                for (std::size_t ox = 0; ox < OW; ++ox) {
+                                    const auto iy = in_coord(g, oy, ky), ix = in_coord(g, ox, kx);
+                                    if (!inside(g, iy, ix)) continue;
+                                    const double p = static_cast<double>(dy[((s * c.out_c + o) * OH + oy) * OW + ox]) *
+                                                     x[s * in_size + pixel(g, ch, iy, ix)];
+                                    want[wi] += p;
+                                    scale[wi] += std::abs(p);
+                                }
+                        }
+        oar_test::for_each_isa([&] {
+            std::vector<float> dw(c.out_c * ckk, 0.0f), db(c.out_c, 0.0f);
+            oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(), dy.data(),
+                                                                 dw.data(), db.data(), static_cast<float*>(nullptr));
+            double worst = 0.0;
+            std::size_t bad = 0;
+            for (std::size_t i = 0; i < dw.size(); ++i) {
+                const double ratio = std::abs(dw[i] - want[i]) / (u * std::max(scale[i], 1e-30));
+                worst = std::max(worst, ratio);
+                bad += !(ratio <= kappa);  // NaN counts as bad
+            }
+            INFO("worst error / (u * scale) = " << worst);
+            CHECK(bad == 0);
+        });
+    }
+}
+
 TEST_CASE("batch conv2d results are bit-identical whatever the thread count") {
     oar_test::for_each_isa([&] {
         const oar::ConvGeometry g{20, 14, 14, 5, 1, 2};

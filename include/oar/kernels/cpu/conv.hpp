@@ -7,9 +7,11 @@
 // pitch Wp, where every column-matrix row is one contiguous run. The forward is an implicit GEMM
 // (conv_stride1_sample: GEMM micro-tiles reading those runs in place, weights packed once per call,
 // the bias added as the valid columns are copied out); the input gradient is the same kernel on dy
-// with the flipped, transposed weights; the weight gradient is dot products of dy (on the same
-// pitch) with the runs (conv_dw_stride1), with the bias gradient alongside. Square windows of larger
-// strides (ResNet8's stride-2 3x3 and 1x1 convolutions) do the same on the image split into its
+// with the flipped, transposed weights; the weight gradient (conv_dw_stride1), with the bias
+// gradient alongside, is for 3x3 windows over 8+ input channels a GEMM over the output positions
+// with the output channels along the SIMD lanes (x's window values broadcast from the padded copy,
+// dy transposed), otherwise dot products of dy (on the same pitch) with the runs. Square windows of
+// larger strides (ResNet8's stride-2 3x3 and 1x1 convolutions) do the same on the image split into its
 // stride x stride phases (phase_layout: a window tap is then a contiguous run of one phase): the
 // forward's implicit GEMM tiles and the weight gradient's dot products read the phases in place;
 // the input gradient is w^T dy on the phases' pitch added back run by run. 1x1 windows of stride 1
@@ -30,7 +32,7 @@
 #pragma once
 
 #include <algorithm>  // std::min, std::max, std::fill, std::copy
-#include <array>      // std::array: the weight-gradient tiles by shape
+#include <array>      // std::array: the weight-gradient and GEMM tiles by shape
 #include <cstddef>    // std::size_t
 #include <utility>    // std::index_sequence
 

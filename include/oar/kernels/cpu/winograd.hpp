@@ -86,10 +86,10 @@ bool winograd_applies(std::size_t C, std::size_t M, std::size_t kernel, std::siz
 
 
 /// Whether conv.hpp takes Winograd's weight gradient too: for 5x5 windows. For 3x3 ones the direct
-/// weight gradient (conv.hpp's dot products on pitched copies) measures as fast or faster on the
-/// shapes of MyNet and ResNet8 (docs/BENCHMARKS.md, "Winograd F(4x4, 3x3)"): with 4x4 output tiles
-/// an image has few tiles, and the per-group partial sums and their final pass cost as much as the
-/// multiply-adds saved. winograd_dw_batch still computes it (tested like the 5x5 one).
+/// weight gradient (conv.hpp's conv_dw_stride1) measures faster on the shapes of MyNet and ResNet8
+/// (docs/BENCHMARKS.md, "Winograd F(4x4, 3x3)" and "The 3x3 weight gradient as a GEMM"): with 4x4
+/// output tiles an image has few tiles, and the per-group partial sums and their final pass cost as
+/// much as the multiply-adds saved. winograd_dw_batch still computes it (tested like the 5x5 one).
 template <class T>
 bool winograd_dw_applies(std::size_t C, std::size_t M, std::size_t kernel, std::size_t stride) {
     return kernel == 5 && winograd_applies<T>(C, M, kernel, stride);
