@@ -179,7 +179,9 @@ TEST_CASE("bf16_mixed Linear: fp32 sums of the bf16-rounded weights, inputs and 
                                                             << k_dx.worst);
 }
 
-TEST_CASE("bf16_mixed Conv2D (and its fused ReLU): fp32 sums of the bf16-rounded operands") {
+namespace precision_test {
+/// The Conv2D checks of the test case below on the active ISA's route.
+void check_conv2d_bf16_mixed() {
     constexpr std::size_t C = 3, O = 8, H = 6, N = 3, KK = 3;
     using Seq = Sequential<Conv2D<C, O, KK, 1, 1>, Flatten>;
     using SeqRelu = Sequential<Conv2D<C, O, KK, 1, 1>, ReLU, Flatten>;
@@ -272,6 +274,25 @@ TEST_CASE("bf16_mixed Conv2D (and its fused ReLU): fp32 sums of the bf16-rounded
     const auto gm = std::span<const float>(hm.parameters().grads());
     CHECK(same_bits(gm.first(nw), std::span<const float>(dwr).first(nw)));
     CHECK(same_bits(gm.subspan(bo, O), std::span<const float>(dwr).subspan(nw, O)));
+}
+}  // namespace precision_test
+
+// On this CPU's vector ISA (the fp32 kernels on rounded copies), and on the AVX512-BF16 and AMX
+// routes where the CPU has them (kernels/cpu/conv_bf16.hpp: im2col + gemm_bf16), which compute the
+// same exact products summed in fp32 in another order: the same bounds hold on each.
+TEST_CASE("bf16_mixed Conv2D (and its fused ReLU): fp32 sums of the bf16-rounded operands") {
+    precision_test::check_conv2d_bf16_mixed();
+    for (cpu_isa isa : {cpu_isa::avx512_bf16, cpu_isa::amx}) {
+        if (!cpu_supports(isa)) {
+            oar_test::skip(std::string("bf16_mixed Conv2D on ") + std::string(cpu_isa_name(isa)) + ": " +
+                           cpu_isa_unsupported_reason(isa));
+            continue;
+        }
+        set_cpu_isa(isa);
+        INFO("Conv2D on the bf16 route of ", cpu_isa_name(isa));
+        precision_test::check_conv2d_bf16_mixed();
+        set_cpu_isa(default_cpu_isa());
+    }
 }
 
 namespace precision_test {
@@ -629,6 +650,8 @@ TEST_CASE("bf16_mixed is the fp32 kernels on rounded operands, bit for bit, with
     // Conv2D's bias gradient, a sum of the rounded dy; Linear's bias gradient sums the unrounded dy).
     constexpr std::size_t C = 8, H = 32, N = 45;
     static_assert(bf16_chunk_values / (C * H * H) < N, "the batch must be rounded in more than one chunk");
+    // The fp32 route: on a CPU with AVX512-BF16 or AMX, Conv2D and Linear would take those units.
+    set_cpu_isa(std::min(default_cpu_isa(), cpu_isa::avx512));
     const auto x = oar_test::random_vector<float>(N * C * H * H, 71);
     SUBCASE("Conv2D + ReLU (Winograd forward and input gradient)") {
         using Seq = Sequential<Conv2D<C, 8, 3, 1, 1>, ReLU, Flatten>;
@@ -656,4 +679,5 @@ TEST_CASE("bf16_mixed is the fp32 kernels on rounded operands, bit for bit, with
         constexpr std::size_t nw = C * H * H * 10;
         CHECK(same_bits(std::span<const float>(rh.grads).first(nw), std::span<const float>(rf.grads).first(nw)));
     }
+    set_cpu_isa(default_cpu_isa());
 }

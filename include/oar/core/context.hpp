@@ -7,7 +7,7 @@
 #include <cstddef>  // std::size_t
 #include <cstdint>  // std::uint64_t
 
-#include "../kernels/types.hpp"  // Trans: mixed_gemm's arguments
+#include "../kernels/types.hpp"  // Trans, ConvGeometry: mixed_gemm's and mixed_conv's arguments
 #include "backend.hpp"  // Backend, cpu
 #include "rng.hpp"      // CounterRng
 
@@ -38,6 +38,15 @@ struct Context {
     using mixed_gemm_fn = void (*)(Trans, Trans, std::size_t, std::size_t, std::size_t, float, const float*,
                                    std::size_t, const float*, std::size_t, float, float*, std::size_t);
     mixed_gemm_fn mixed_gemm = nullptr;
+    /// Under bf16_mixed on the CPU (set by Network, kernels/cpu/conv_bf16.hpp): Conv2D's forward and
+    /// backward with bf16 products, which Conv2D runs where the CPU has AVX512-BF16 or AMX
+    /// (conv_bf16_applies); null otherwise.
+    using mixed_conv_forward_fn = void (*)(const ConvGeometry&, std::size_t, std::size_t, const float*, const float*,
+                                           const float*, float*);
+    using mixed_conv_backward_fn = void (*)(const ConvGeometry&, std::size_t, std::size_t, const float*,
+                                            const float*, const float*, float*, float*, float*);
+    mixed_conv_forward_fn mixed_conv_forward = nullptr;
+    mixed_conv_backward_fn mixed_conv_backward = nullptr;
 };
 
 }  // namespace oar

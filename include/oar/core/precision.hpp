@@ -4,7 +4,7 @@
 //   the loss, softmax and normalisation statistics stay float; the matrix products of Linear and
 //   Conv2D (forward, input gradient, weight gradient) take their operands (weights, the layer's
 //   input, the output gradient) rounded to bfloat16 (core/bf16.hpp, nearest, ties to even) and sum
-//   them in fp32. Where the CPU has AVX512-BF16 or AMX, Linear's products run on those units
+//   them in fp32. Where the CPU has AVX512-BF16 or AMX, Linear's and Conv2D's products run on those units
 //   (kernels/cpu/gemm_bf16.hpp); elsewhere the rounded operands go to the fp32 kernels, so the values
 //   depend on the host only through the order of the fp32 sums. Checkpoints hold the fp32 parameters
 //   and load into a network of either policy. On oar::cuda the same products run as cuBLAS bf16
@@ -45,5 +45,12 @@ struct precision_gemm;
 /// (oar::cuda; kernels/cuda/kernels.cuh).
 template <class B>
 concept Bf16Backend = requires { requires B::bf16_kernels; };
+
+/// The convolution a policy's Conv2D layers run on the CPU where it has bf16 units: forward(g,
+/// out_c, n, x, w, b, y) and backward(g, out_c, n, x, w, dy, dw, db, dx) as conv2d_bf16_forward /
+/// conv2d_bf16_backward. Defined for bf16_mixed by kernels/cpu/conv_bf16.hpp (which gemm_bf16.hpp
+/// brings).
+template <class P>
+struct precision_conv;
 
 }  // namespace oar

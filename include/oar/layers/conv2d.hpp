@@ -12,6 +12,9 @@
 // x, the weights and dy rounded to bf16 (copies in thread-local scratch: the forward rounds x a
 // chunk of samples at a time, and backward_relu rounds dy in place, as it overwrites dy anyway)
 // and compute in fp32, the bias gradient included (it sums the rounded dy); the bias stays fp32.
+// Where the CPU has AVX512-BF16 or AMX, the products run on them instead (Context::mixed_conv_*,
+// kernels/cpu/conv_bf16.hpp: im2col + gemm_bf16 on operands packed to bf16 once), ReLU and tails
+// applied after the convolution.
 // On a Bf16Backend (oar::cuda) the Conv2D kernels' bf16_mixed overloads do the same with bf16
 // GEMMs (the operands packed to bf16 inside; dy rounded first, so the bias gradient sums the
 // rounded dy there too).
@@ -24,6 +27,7 @@
 #include <string_view>  // std::string_view
 
 #include "../core/context.hpp"         // Context
+#include "../core/cpu_isa.hpp"         // active_cpu_isa: the bf16 route
 #include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
 #include "../core/bf16.hpp"            // round_to_bf16: mixed precision's operands
 #include "../core/precision.hpp"       // bf16_chunk_values; bf16_mixed, Bf16Backend: the mixed kernels off the CPU
@@ -88,6 +92,10 @@ struct Conv2D {
     void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
         if constexpr (std::same_as<B, cpu>)
             if (ctx.mixed_gemm) {
+                if (bf16_units(ctx)) {
+                    ctx.mixed_conv_forward(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y);
+                    return;
+                }
                 const float* w = rounded<slot::mixed_w>(ctx.params, weight_size);
                 for_rounded_chunks(in, x, n, [&](std::size_t s0, std::size_t m, const float* xr) {
                     kernel<op::conv2d_forward, B>::run(geometry(in), OutC, m, xr, w, bias(ctx.params),
@@ -107,6 +115,10 @@ struct Conv2D {
     void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
         if constexpr (std::same_as<B, cpu>)
             if (ctx.mixed_gemm) {
+                if (bf16_units(ctx)) {
+                    ctx.mixed_conv_backward(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads, bias(ctx.grads), dx);
+                    return;
+                }
                 kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, rounded<slot::mixed_x>(x, n * in.size()),
                                                     rounded<slot::mixed_w>(ctx.params, weight_size),
                                                     rounded<slot::mixed_dy>(dy, n * out_size(in)), ctx.grads,
@@ -130,6 +142,14 @@ struct Conv2D {
                      const T* shift) const {
         if constexpr (std::same_as<B, cpu>)
             if (ctx.mixed_gemm) {
+                if (bf16_units(ctx)) {  // the convolution into z, then each sample's tail
+                    ctx.mixed_conv_forward(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), z);
+                    const std::size_t per = out_size(in), hw = per / OutC;
+                    for (std::size_t s = 0; s < n; ++s)
+                        kernel<op::bias_map, B>::run(f, static_cast<const T*>(nullptr), scale, shift, z + s * per,
+                                                     y + s * per, 1, OutC, hw);
+                    return;
+                }
                 const float* w = rounded<slot::mixed_w>(ctx.params, weight_size);
                 for_rounded_chunks(in, x, n, [&](std::size_t s0, std::size_t m, const float* xr) {
                     const std::size_t o = s0 * out_size(in);
@@ -155,6 +175,11 @@ struct Conv2D {
     void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
         if constexpr (std::same_as<T, float>)
             if (ctx.mixed_gemm) {
+                if (bf16_units(ctx)) {
+                    ctx.mixed_conv_forward(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y);
+                    for (std::size_t i = 0, e = n * out_size(in); i < e; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+                    return;
+                }
                 const float* w = rounded<slot::mixed_w>(ctx.params, weight_size);
                 for_rounded_chunks(in, x, n, [&](std::size_t s0, std::size_t m, const float* xr) {
                     kernel<op::conv2d_forward_relu, cpu>::run(geometry(in), OutC, m, xr, w, bias(ctx.params),
@@ -174,6 +199,11 @@ struct Conv2D {
                 // dy is overwritten with the masked gradient anyway: round it in place (rounding
                 // commutes with the ReLU's mask), so no batch-sized copy of it is kept.
                 round_to_bf16(dy, dy, n * out_size(in));
+                if (bf16_units(ctx)) {  // the ReLU's mask, then the bf16 backward
+                    for (std::size_t i = 0, e = n * out_size(in); i < e; ++i) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+                    ctx.mixed_conv_backward(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads, bias(ctx.grads), dx);
+                    return;
+                }
                 kernel<op::conv2d_backward_relu, cpu>::run(geometry(in), OutC, n,
                                                            rounded<slot::mixed_x>(x, n * in.size()),
                                                            rounded<slot::mixed_w>(ctx.params, weight_size), y, dy,
@@ -188,6 +218,13 @@ private:
     using slot = cpu_detail::scratch_slot;
     static constexpr std::size_t weight_size = OutC * InC * K.h * K.w;
     static constexpr std::size_t out_size(Dims in) { return output_dims(in).size(); }
+    /// Whether the bf16 route runs: the policy set it (Context::mixed_conv_forward) and the active
+    /// ISA has bf16 product units (AVX512-BF16 or AMX); otherwise the fp32 kernels on rounded copies.
+    template <class C>
+    static bool bf16_units(const C& ctx) {
+        const cpu_isa isa = active_cpu_isa();
+        return ctx.mixed_conv_forward && (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx);
+    }
     /// v[0, size) rounded to bf16, in this thread's scratch for Slot (mixed precision's operands).
     template <slot Slot>
     static float* rounded(const float* v, std::size_t size) {

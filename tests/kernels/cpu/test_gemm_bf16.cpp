@@ -17,7 +17,8 @@
 // same bits on 1, 2 and 3 threads. The AVX512-BF16 and AMX bodies (isa/gemm_bf16_*.inc) also run on
 // every host with their intrinsics emulated here as the Intel SDM defines them (vdpbf16ps,
 // tdpbf16ps: exact bf16 products added to fp32 sums), so their packing, edges, masks and blocks are
-// checked where the instructions are absent; the real instructions only where the CPU has them.
+// checked where the instructions are absent (tests/support/emulated_bf16.hpp); the real
+// instructions only where the CPU has them.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/gemm_bf16.hpp>  // the header under test
@@ -29,13 +30,13 @@
 #include <cmath>      // std::fabs, std::isnan, std::ldexp
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::uint64_t, std::uint16_t, std::int32_t
-#include <cstring>    // std::memcpy: the emulated intrinsics
 #include <limits>     // std::numeric_limits
 #include <string>     // std::string
 #include <vector>     // std::vector
 
-#include "support/random.hpp"  // oar_test::random_vector
-#include "support/skip.hpp"    // oar_test::skip: a path this CPU lacks
+#include "support/emulated_bf16.hpp"  // emu_avx512::gemm_block, emu_amx::gemm_block
+#include "support/random.hpp"         // oar_test::random_vector
+#include "support/skip.hpp"           // oar_test::skip: a path this CPU lacks
 
 namespace {
 
@@ -228,142 +229,6 @@ TEST_CASE("bf16 gemm on the AMX path (tdpbf16ps) matches both references and the
     oar::set_cpu_isa(oar::default_cpu_isa());
     check_agree(fast, ref, "amx vs the fp32 path");
 }
-
-// The hardware bodies on emulated intrinsics (see the header comment). The tile intrinsics are
-// macros in GCC's and Clang's headers: undefined here, after gemm_bf16.hpp has used them, so the
-// functions below take their names.
-#undef _tile_loadd
-#undef _tile_stored
-#undef _tile_zero
-#undef _tile_dpbf16ps
-
-namespace oar::cpu_detail::emu {
-
-struct f32x16 {
-    float f[16];
-};
-struct i32x16 {
-    std::uint16_t h[32];
-};
-inline float bf(std::uint16_t h) { return oar::to_float(oar::bf16{h}); }
-
-}  // namespace oar::cpu_detail::emu
-
-namespace oar::cpu_detail::emu_avx512 {
-using namespace oar::cpu_detail::emu;
-using __m512 = f32x16;
-using __m512i = i32x16;
-using __m512bh = i32x16;
-using __mmask16 = std::uint16_t;
-inline __m512 _mm512_setzero_ps() { return {}; }
-inline __m512 _mm512_set1_ps(float x) {
-    __m512 r;
-    for (float& v : r.f) v = x;
-    return r;
-}
-inline __m512i _mm512_loadu_si512(const void* p) {
-    __m512i r;
-    std::memcpy(&r, p, sizeof r);
-    return r;
-}
-inline __m512i _mm512_set1_epi32(std::int32_t x) {
-    __m512i r;
-    for (int i = 0; i < 16; ++i) std::memcpy(&r.h[2 * i], &x, 4);
-    return r;
-}
-// vdpbf16ps: lane i adds the products of the bf16 pairs (2i + 1 first, then 2i), each exact.
-inline __m512 _mm512_dpbf16_ps(__m512 acc, __m512bh a, __m512bh b) {
-    for (int i = 0; i < 16; ++i) {
-        acc.f[i] = std::fma(bf(a.h[2 * i + 1]), bf(b.h[2 * i + 1]), acc.f[i]);
-        acc.f[i] = std::fma(bf(a.h[2 * i]), bf(b.h[2 * i]), acc.f[i]);
-    }
-    return acc;
-}
-inline __m512 _mm512_maskz_loadu_ps(__mmask16 m, const float* p) {
-    __m512 r{};
-    for (int i = 0; i < 16; ++i)
-        if ((m >> i) & 1) r.f[i] = p[i];
-    return r;
-}
-inline __m512 _mm512_mul_ps(__m512 a, __m512 b) {
-    for (int i = 0; i < 16; ++i) a.f[i] *= b.f[i];
-    return a;
-}
-inline __m512 _mm512_fmadd_ps(__m512 a, __m512 b, __m512 c) {
-    for (int i = 0; i < 16; ++i) c.f[i] = std::fma(a.f[i], b.f[i], c.f[i]);
-    return c;
-}
-inline void _mm512_mask_storeu_ps(float* p, __mmask16 m, __m512 v) {
-    for (int i = 0; i < 16; ++i)
-        if ((m >> i) & 1) p[i] = v.f[i];
-}
-#include <oar/kernels/cpu/isa/gemm_bf16_avx512.inc>
-}  // namespace oar::cpu_detail::emu_avx512
-
-namespace oar::cpu_detail::emu_amx {
-using namespace oar::cpu_detail::emu;
-// Eight tiles of 16 rows of 64 bytes and their shapes from the last configuration; a load, store
-// or product outside a configured shape, or without a configuration, fails the test.
-struct tile_file {
-    unsigned char t[8][16][64];
-    int rows[8], colsb[8];
-    bool configured = false;
-    bool misuse = false;
-};
-inline tile_file& tiles() {
-    static tile_file f;
-    return f;
-}
-inline void _tile_loadconfig(const void* cfg) {
-    const auto* b = static_cast<const unsigned char*>(cfg);
-    tile_file& f = tiles();
-    f.misuse |= b[0] != 1;  // palette 1
-    for (int i = 0; i < 8; ++i) {
-        std::uint16_t cb;
-        std::memcpy(&cb, b + 16 + 2 * i, 2);
-        f.colsb[i] = cb;
-        f.rows[i] = b[48 + i];
-        f.misuse |= f.rows[i] > 16 || f.colsb[i] > 64;
-    }
-    f.configured = true;
-}
-inline void _tile_release() { tiles().configured = false; }
-inline void _tile_zero(int t) {
-    tiles().misuse |= !tiles().configured;
-    std::memset(tiles().t[t], 0, sizeof tiles().t[t]);
-}
-inline void _tile_loadd(int t, const void* base, std::size_t stride) {
-    tile_file& f = tiles();
-    f.misuse |= !f.configured;
-    for (int r = 0; r < f.rows[t]; ++r) std::memcpy(f.t[t][r], static_cast<const char*>(base) + r * stride, f.colsb[t]);
-}
-inline void _tile_stored(int t, void* base, std::size_t stride) {
-    tile_file& f = tiles();
-    f.misuse |= !f.configured;
-    for (int r = 0; r < f.rows[t]; ++r) std::memcpy(static_cast<char*>(base) + r * stride, f.t[t][r], f.colsb[t]);
-}
-// tdpbf16ps: C[m][n] += A[m][2k+1] B[k][2n+1] + A[m][2k] B[k][2n] over the K pairs k, each exact.
-inline void _tile_dpbf16ps(int c, int a, int b) {
-    tile_file& f = tiles();
-    f.misuse |= !f.configured || f.rows[a] != f.rows[c] || f.colsb[b] != f.colsb[c] || f.colsb[a] / 4 != f.rows[b];
-    const auto u16 = [](const unsigned char* p) {
-        std::uint16_t v;
-        std::memcpy(&v, p, 2);
-        return v;
-    };
-    for (int m = 0; m < f.rows[c]; ++m)
-        for (int n = 0; n < f.colsb[c] / 4; ++n) {
-            float acc;
-            std::memcpy(&acc, &f.t[c][m][4 * n], 4);
-            for (int k = 0; k < f.colsb[a] / 4; ++k) {
-                acc = std::fma(bf(u16(&f.t[a][m][4 * k + 2])), bf(u16(&f.t[b][k][4 * n + 2])), acc);
-                acc = std::fma(bf(u16(&f.t[a][m][4 * k])), bf(u16(&f.t[b][k][4 * n])), acc);
-            }
-            std::memcpy(&f.t[c][m][4 * n], &acc, 4);
-        }
-}
-#include <oar/kernels/cpu/isa/gemm_bf16_amx.inc>
-}  // namespace oar::cpu_detail::emu_amx
 
 namespace {
 

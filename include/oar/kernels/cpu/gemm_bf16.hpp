@@ -238,3 +238,7 @@ struct precision_gemm<bf16_mixed> {
 };
 
 }  // namespace oar
+
+// Conv2D's bf16 route (the bf16_mixed policy's precision_conv), so that this one header brings every
+// bf16 kernel a bf16_mixed Network needs.
+#include "conv_bf16.hpp"
