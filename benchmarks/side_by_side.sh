@@ -124,6 +124,7 @@ for t in $threads_list; do
   for job in $jobs; do
     IFS=: read -r model mode b prec <<<"$job"
     prec="${prec:-fp32}"
+    tag=""; [[ "$prec" == bf16 ]] && tag=", oar bf16"
     read -r o_ips o_rss <<<"$(run oar "$model" "$mode" "$t" "$b" "$prec")"
     read -r t_ips t_rss <<<"$(run torch "$model" "$mode" "$t" "$b")"
     read -r p_ips p_rss <<<"$(run paddle "$model" "$mode" "$t" "$b")"
@@ -131,10 +132,10 @@ for t in $threads_list; do
     ratios="$(ratio "$o_ips" "$t_ips") | $(ratio "$o_ips" "$p_ips") | $(ratio "$o_ips" "$y_ips")"
     if [[ "$mode" == infer && "$b" == 1 ]]; then
       y_cell="$(latency "$y_ips")"; [[ "$y_var" != "-" ]] && y_cell="$y_cell ($y_var)"
-      lat_rows+=("| $model$([[ $prec == bf16 ]] && echo ", oar bf16") | $t | $(latency "$o_ips") | $(latency "$t_ips") | $(latency "$p_ips") | $y_cell | $ratios |")
+      lat_rows+=("| $model$tag | $t | $(latency "$o_ips") | $(latency "$t_ips") | $(latency "$p_ips") | $y_cell | $ratios |")
     else
       y_cell="$y_ips"; [[ "$y_var" != "-" ]] && y_cell="$y_ips ($y_var)"
-      rows+=("| $model $mode, batch $b$([[ $prec == bf16 ]] && echo ", oar bf16") | $t | $o_ips | $t_ips | $p_ips | $y_cell | $ratios | $o_rss / $t_rss / $p_rss / $y_rss |")
+      rows+=("| $model $mode, batch $b$tag | $t | $o_ips | $t_ips | $p_ips | $y_cell | $ratios | $o_rss / $t_rss / $p_rss / $y_rss |")
     fi
   done
 done
