@@ -219,7 +219,9 @@ TEST_CASE("Conv2D gradients match finite differences") {
 
 TEST_CASE("Conv2D with a fused ReLU gives the bits of Conv2D then ReLU, and matches finite differences") {
     SUBCASE("the course's Conv2D<1,20,5,1,2>") { oar_test::check_fused_relu<Course, oar::Shape<1, 12, 12>>(3); }
-    SUBCASE("Conv2D<20,20,5,1,2>: flipped-weight dx") { oar_test::check_fused_relu<oar::Conv2D<20, 20, 5, 1, 2>, oar::Shape<20, 7, 7>>(3); }
+    // The input gradient as a product with the flipped weights needs 8+ input channels; 9 in and 10
+    // out take it and leave partial GEMM micro-tiles, with few weights for the finite differences.
+    SUBCASE("Conv2D<9,10,5,1,2>: flipped-weight dx") { oar_test::check_fused_relu<oar::Conv2D<9, 10, 5, 1, 2>, oar::Shape<9, 7, 7>>(3); }
     SUBCASE("Conv2D<2,4,3,2,1>: the strided phase layout") { oar_test::check_fused_relu<oar::Conv2D<2, 4, 3, 2, 1>, oar::Shape<2, 7, 7>>(3); }
     SUBCASE("a 3x5 kernel with strides 1x2: im2col") { oar_test::check_fused_relu<Rect, oar::Shape<3, 7, 9>>(3); }
     SUBCASE("no bias, stride 1") { oar_test::check_fused_relu<NoBias, oar::Shape<2, 7, 7>>(3); }
