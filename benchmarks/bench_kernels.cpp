@@ -399,6 +399,17 @@ OAR_BENCH_CONVS("resnet_proj1x1_16_b128", ResNetProj16, ResNetConv16In, 128)
 OAR_BENCH_CONVS("resnet_down3x3_32_b128", ResNetDown32, ResNetConv32In, 128)
 OAR_BENCH_CONVS("resnet_proj1x1_32_b128", ResNetProj32, ResNetConv32In, 128)
 OAR_BENCH_CONVS("pointwise_32_16x16_b128", Pointwise32, ResNetConv32In, 128)
+// MyNet's first convolution (3 -> 32 channels, 32 x 32, no padding: too few input channels for
+// Winograd) runs the implicit GEMM's register tiles (isa/conv_body.inc conv_tile) at every batch;
+// at batch 1 its second and third do too (Winograd takes only whole groups of lanes), the input
+// gradient included (the same tiles on dy with the flipped weights). The first layer's fwd_bwd row
+// also times its input gradient (im2col's path with 3 channels), which training skips.
+using MyNetConv1 = Conv2D<3, 32, 3>;
+OAR_BENCH_CONVS("mynet_conv1_b128", MyNetConv1, course::CifarImage, 128)
+OAR_BENCH_CONVS("mynet_conv1_b32", MyNetConv1, course::CifarImage, 32)
+OAR_BENCH_CONVS("mynet_conv1_b1", MyNetConv1, course::CifarImage, 1)
+OAR_BENCH_CONVS("mynet_conv2_b1", MyNetConv2, MyNetConv2In, 1)
+OAR_BENCH_CONVS("mynet_conv3_b1", MyNetConv3, MyNetConv3In, 1)
 #undef OAR_BENCH_CONVS
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, false>)->Name("pool1_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, true>)->Name("pool1_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
