@@ -125,26 +125,56 @@ OAR_HOST_DEVICE T adaptive_input_grad(const AdaptiveGeometry& g, const T* dy, st
 // BatchNorm's channel bodies are always inlined: the CPU kernels call them inside each ISA's region
 // (kernels/cpu/isa/batch_norm_body.inc), which then compiles them for that ISA.
 
-/// Mean and biased variance (in double, in a fixed order) of channel c of x (n, channels, inner).
+/// BatchNorm's sums over a channel run in this many partial sums (lanes): value i of each sample's
+/// block of `inner` values goes to lane i % batch_norm_lanes, and the lanes are added in a fixed
+/// pairwise tree at the end (batch_norm_lane_total). The order is the same on every backend, ISA
+/// and thread count, and its independent chains let a CPU keep them in vector registers instead of
+/// waiting on one serial chain of double additions.
+inline constexpr std::size_t batch_norm_lanes = 16;
+
+/// The lanes' sum in a fixed pairwise tree: ((s0 + s1) + (s2 + s3)) + ... (s is overwritten).
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE double batch_norm_lane_total(double* s) {
+    for (std::size_t w = batch_norm_lanes / 2; w >= 1; w /= 2)
+        for (std::size_t j = 0; j < w; ++j) s[j] = s[2 * j] + s[2 * j + 1];
+    return s[0];
+}
+
+/// Adds one value to its lane: v, or (Deviations) its squared deviation from mean.
+template <bool Deviations>
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_lane_add(double& s, double v, double mean) {
+    if constexpr (Deviations) {
+        const double d = v - mean;
+        s += d * d;
+    } else {
+        s += v;
+    }
+}
+
+/// s[i % lanes] += p[i] (or its squared deviation from mean) for the `inner` values of p: whole
+/// blocks of batch_norm_lanes first, then the tail with the same lane for each index.
+template <bool Deviations, class T>
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_lane_sums(const T* p, std::size_t inner, double mean, double* s) {
+    constexpr std::size_t L = batch_norm_lanes;
+    std::size_t i = 0;
+    for (; i + L <= inner; i += L)
+        for (std::size_t j = 0; j < L; ++j) batch_norm_lane_add<Deviations>(s[j], static_cast<double>(p[i + j]), mean);
+    for (std::size_t j = 0; j < L; ++j)
+        if (i + j < inner) batch_norm_lane_add<Deviations>(s[j], static_cast<double>(p[i + j]), mean);
+}
+
+/// Mean and biased variance (in double, in the lanes' fixed order) of channel c of x (n, channels,
+/// inner): the mean first, then the squared deviations from it.
 template <class T>
 OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_stats(const T* x, std::size_t n, std::size_t channels, std::size_t inner,
                                       std::size_t c, double& mean, double& var) {
-    double s = 0.0;
-    for (std::size_t b = 0; b < n; ++b) {
-        const T* p = x + (b * channels + c) * inner;
-        for (std::size_t i = 0; i < inner; ++i) s += p[i];
-    }
+    double s[batch_norm_lanes] = {};
+    for (std::size_t b = 0; b < n; ++b)
+        batch_norm_lane_sums<false>(x + (b * channels + c) * inner, inner, 0.0, s);
     const double m = static_cast<double>(n * inner);
-    mean = s / m;
-    double q = 0.0;
-    for (std::size_t b = 0; b < n; ++b) {
-        const T* p = x + (b * channels + c) * inner;
-        for (std::size_t i = 0; i < inner; ++i) {
-            const double d = static_cast<double>(p[i]) - mean;
-            q += d * d;
-        }
-    }
-    var = q / m;
+    mean = batch_norm_lane_total(s) / m;
+    double q[batch_norm_lanes] = {};
+    for (std::size_t b = 0; b < n; ++b) batch_norm_lane_sums<true>(x + (b * channels + c) * inner, inner, mean, q);
+    var = batch_norm_lane_total(q) / m;
 }
 
 /// BatchNorm's affine form of channel c, y = x * scale + shift, for a mean and variance (both the
@@ -195,45 +225,63 @@ OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_forward_channel(std::size_t n,
 
 /// BatchNorm's backward of channel c: dgamma[c] += sum(dy * xhat), dbeta[c] += sum(dy); dx (may be
 /// null) overwritten: in training gamma / std * (dy - mean(dy) - xhat mean(dy * xhat)) through the
-/// batch statistics, in evaluation dy * gamma / std of the running variance.
+/// batch statistics, in evaluation dy * gamma / std of the running variance. The batch statistics
+/// are recomputed from x (the variance, sum(dy) and sum(dy * (x - mean)) in one pass after the
+/// mean), all in the lanes' order of batch_norm_stats: the variance is summed as the forward sums it.
 template <class T>
 OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_backward_channel(std::size_t n, std::size_t channels, std::size_t inner,
                                                  std::size_t c, const T* x, const T* gamma, const T* running_mean,
                                                  const T* running_var, bool train, float eps, const T* dy, T* dgamma,
                                                  T* dbeta, T* dx) {
+    constexpr std::size_t L = batch_norm_lanes;
     const double m = static_cast<double>(n * inner);
-    double mean = 0.0, var = 0.0;
+    double mean = static_cast<double>(running_mean[c]);
     if (train) {
-        batch_norm_stats(x, n, channels, inner, c, mean, var);
-    } else {
-        mean = static_cast<double>(running_mean[c]);
-        var = static_cast<double>(running_var[c]);
+        double s[L] = {};
+        for (std::size_t b = 0; b < n; ++b)
+            batch_norm_lane_sums<false>(x + (b * channels + c) * inner, inner, 0.0, s);
+        mean = batch_norm_lane_total(s) / m;
     }
-    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
-    double sdy = 0.0, sdyx = 0.0;
+    // q: squared deviations (training's variance); sg: dy; sgd: dy * (x - mean).
+    double q[L] = {}, sg[L] = {}, sgd[L] = {};
     for (std::size_t b = 0; b < n; ++b) {
         const T* p = x + (b * channels + c) * inner;
         const T* g = dy + (b * channels + c) * inner;
-        for (std::size_t i = 0; i < inner; ++i) {
-            sdy += g[i];
-            sdyx += static_cast<double>(g[i]) * (static_cast<double>(p[i]) - mean) * invstd;
-        }
+        std::size_t i = 0;
+        for (; i + L <= inner; i += L)
+            for (std::size_t j = 0; j < L; ++j) {
+                const double d = static_cast<double>(p[i + j]) - mean, gd = static_cast<double>(g[i + j]);
+                q[j] += d * d;
+                sg[j] += gd;
+                sgd[j] += gd * d;
+            }
+        for (std::size_t j = 0; j < L; ++j)
+            if (i + j < inner) {
+                const double d = static_cast<double>(p[i + j]) - mean, gd = static_cast<double>(g[i + j]);
+                q[j] += d * d;
+                sg[j] += gd;
+                sgd[j] += gd * d;
+            }
     }
+    const double var = train ? batch_norm_lane_total(q) / m : static_cast<double>(running_var[c]);
+    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    const double sdy = batch_norm_lane_total(sg), sdyx = batch_norm_lane_total(sgd) * invstd;
     dgamma[c] += static_cast<T>(sdyx);
     dbeta[c] += static_cast<T>(sdy);
     if (!dx) return;
     const double k = static_cast<double>(gamma[c]) * invstd;
+    const double mdy = sdy / m, mdyx = sdyx / m;
     for (std::size_t b = 0; b < n; ++b) {
         const T* p = x + (b * channels + c) * inner;
         const T* g = dy + (b * channels + c) * inner;
         T* d = dx + (b * channels + c) * inner;
-        for (std::size_t i = 0; i < inner; ++i) {
-            if (train) {
+        if (train) {
+            for (std::size_t i = 0; i < inner; ++i) {
                 const double xhat = (static_cast<double>(p[i]) - mean) * invstd;
-                d[i] = static_cast<T>(k * (static_cast<double>(g[i]) - sdy / m - xhat * sdyx / m));
-            } else {
-                d[i] = static_cast<T>(k * static_cast<double>(g[i]));
+                d[i] = static_cast<T>(k * (static_cast<double>(g[i]) - mdy - xhat * mdyx));
             }
+        } else {
+            for (std::size_t i = 0; i < inner; ++i) d[i] = static_cast<T>(k * static_cast<double>(g[i]));
         }
     }
 }

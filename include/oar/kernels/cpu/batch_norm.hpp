@@ -1,8 +1,9 @@
 // CPU kernels for batch normalisation over (n, channels, inner) tensors (BatchNorm1D: inner = 1 or
 // L; BatchNorm2D: inner = H*W): one channel at a time by the bodies every backend shares
 // (rows.hpp: batch_norm_forward_channel / batch_norm_backward_channel). Per channel, statistics are
-// summed in double in a fixed order. The backward recomputes the batch statistics from x instead
-// of keeping them from the forward.
+// summed in double in a fixed order: rows::batch_norm_lanes partial sums added in a fixed tree, the
+// same on every backend, ISA and thread count. The backward recomputes the batch statistics from x
+// instead of keeping them from the forward.
 // The channel loops are compiled for AVX-512, AVX2 and SSE2 whatever the user's -march
 // (isa/batch_norm_body.inc in isa/region.inc) and run on the best ISA the CPU has; large tensors
 // are split by channel over the default pool (each channel's arithmetic is the same whichever
