@@ -1,7 +1,8 @@
 # Runs one compile-fail test: compiles SRC (which must fail), then checks the diagnostics.
 #   // expect: REGEX      each such line in SRC must match somewhere in the compiler's output
 #   // first-error: REGEX the first line containing "error" must match it (default: "oar:")
-# Inputs: CXX (compiler), SRC, INCLUDE_DIR.
+# Inputs: CXX (compiler), SRC, INCLUDE_DIR; PCH_DIR (optional): searched first, for the
+# precompiled <oar/oar.hpp> of cmake/make_compile_fail_pch.cmake.
 file(STRINGS "${SRC}" lines)
 set(expects "")
 set(first_error "oar:")
@@ -16,8 +17,12 @@ if(NOT expects)
   message(FATAL_ERROR "${SRC}: no '// expect:' line; a compile-fail test must say what it expects")
 endif()
 
+set(pch_include "")
+if(PCH_DIR)
+  set(pch_include -I "${PCH_DIR}")
+endif()
 execute_process(
-  COMMAND "${CXX}" -std=c++20 -fsyntax-only -I "${INCLUDE_DIR}" "${SRC}"
+  COMMAND "${CXX}" -std=c++20 -fsyntax-only ${pch_include} -I "${INCLUDE_DIR}" "${SRC}"
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 set(all "${out}${err}")
 if(rc EQUAL 0)
