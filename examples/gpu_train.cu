@@ -1,6 +1,7 @@
-// The GPU path of the main job: the course CNN trained by Network<CNN, Image, cuda> with Adam and
-// cross-entropy, batches uploaded from pinned memory on a copy stream while the previous step
-// runs (BatchStager). Interface: app/gpu_train.hpp; built into the oar_gpu_train library.
+// The GPU path of the main job: the course CNN trained by Network<CNN, Image, cuda, P> (P: fp32,
+// or bf16_mixed for options.precision "bf16") with Adam and cross-entropy, batches uploaded from
+// pinned memory on a copy stream while the previous step runs (BatchStager). Interface:
+// app/gpu_train.hpp; built into the oar_gpu_train library.
 #include "app/gpu_train.hpp"  // the interface implemented here
 
 #include <oar/cuda.cuh>                // Network<..., cuda>, Adam<cuda>, CrossEntropyLoss<cuda>, BatchStager
@@ -29,8 +30,10 @@ void check_samples(const oar::gpu::Samples& s, const char* what) {
 }  // namespace
 
 namespace oar::gpu {
+namespace {
 
-TrainResult train_course_cnn(const Samples& train, const Samples* eval, const TrainOptions& o) {
+template <class P>
+TrainResult train_course_cnn_as(const Samples& train, const Samples* eval, const TrainOptions& o) {
     const DeviceSpec spec = parse_device_spec(o.device);
     if (!spec.gpu) throw usage_error(detail::concat("train_course_cnn: device '", o.device, "' is not a GPU"));
     cuda_runtime::use_device(spec.index);
@@ -43,7 +46,7 @@ TrainResult train_course_cnn(const Samples& train, const Samples* eval, const Tr
     OAR_CUDA_CHECK(cudaGetDeviceProperties(&prop, spec.index));
     result.device_name = prop.name;
 
-    Network<CNN, Image, cuda> net(o.seed);
+    Network<CNN, Image, cuda, P> net(o.seed);
     Adam<cuda> opt(net.parameters(), AdamOptions{o.learning_rate});
     CrossEntropyLoss<cuda> loss;
     BatchStager stager(o.batch_size, pixels);
@@ -119,6 +122,15 @@ TrainResult train_course_cnn(const Samples& train, const Samples* eval, const Tr
     const auto host = net.parameters().host_values();
     result.parameters.assign(host.begin(), host.end());
     return result;
+}
+
+}  // namespace
+
+TrainResult train_course_cnn(const Samples& train, const Samples* eval, const TrainOptions& o) {
+    if (o.precision == "bf16") return train_course_cnn_as<bf16_mixed>(train, eval, o);
+    if (o.precision != "fp32")
+        throw usage_error(detail::concat("train_course_cnn: precision must be fp32 or bf16, got '", o.precision, "'"));
+    return train_course_cnn_as<fp32>(train, eval, o);
 }
 
 }  // namespace oar::gpu

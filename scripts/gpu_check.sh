@@ -3,8 +3,8 @@
 # release preset (nvcc targets included), runs every real-launch test (ctest label `gpu`), the
 # main job on one GPU in fp32 and with --precision bf16 (the bf16_mixed policy's cuBLAS bf16
 # GEMMs: test accuracy, img/s and the gap to fp32), the data-parallel main job on two GPUs over NCCL
-# when two are visible (under mpirun and under oar-launch --gpus 0,1), and the GPU benchmark; then
-# prints one summary table. Logs go to build/gpu_check/ (OAR_GPU_LOGS overrides).
+# when two are visible (under mpirun and under oar-launch --gpus 0,1), and the GPU benchmark (fp32
+# and bf16); then prints one summary table. Logs go to build/gpu_check/ (OAR_GPU_LOGS overrides).
 #
 #   scripts/gpu_check.sh            # OAR_JOBS (default: all cores), OAR_GPU_EPOCHS (default 1)
 #
@@ -108,17 +108,19 @@ else
   row "data parallel on 2 GPUs (NCCL)" skipped "one GPU visible"
 fi
 
-# 5. The GPU benchmark (img/s at batch 100 and 1024).
+# 5. The GPU benchmark (img/s at batch 100 and 1024), in fp32 and under the bf16_mixed policy.
 bench="$build/benchmarks/cuda/bench_train_gpu"
-if [[ -x "$bench" ]]; then
-  if "$bench" 200 >"$logs/bench_train_gpu.log" 2>&1; then
-    row "bench_train_gpu 200" passed "$(grep -o '"batch": [0-9]*\|"train_images_per_sec": [0-9.]*' "$logs/bench_train_gpu.log" | tr '\n' ' ')"
+for precision in fp32 bf16; do
+  name="bench_train_gpu 200 --precision $precision"
+  log="$logs/bench_train_gpu_$precision.log"
+  if [[ ! -x "$bench" ]]; then
+    row "$name" failed "not built ($bench)"
+  elif "$bench" 200 --precision "$precision" >"$log" 2>&1; then
+    row "$name" passed "$(grep -o '"batch": [0-9]*\|"train_images_per_sec": [0-9.]*' "$log" | tr '\n' ' ')"
   else
-    row "bench_train_gpu 200" failed "see $logs/bench_train_gpu.log"
+    row "$name" failed "see $log"
   fi
-else
-  row "bench_train_gpu 200" failed "not built ($bench)"
-fi
+done
 
 table
 exit "$failed"

@@ -29,6 +29,9 @@ struct TrainOptions {
     bool shuffle = true;           ///< a seeded shuffle per epoch
     std::size_t max_steps = 0;     ///< stop after this many steps (0: all epochs), for benchmarks
     bool log = true;               ///< one line per epoch on stdout
+    /// "fp32" or "bf16": Network<CNN, Image, cuda, bf16_mixed> (core/precision.hpp: cuBLAS bf16
+    /// GEMMs with fp32 compute, fp32 master weights); anything else is an oar::usage_error.
+    std::string precision = "fp32";
 };
 
 struct EpochResult {
@@ -45,9 +48,10 @@ struct TrainResult {
     std::vector<float> parameters;      ///< the trained flat parameter buffer (CPU layout)
 };
 
-/// Trains the course CNN (oar/models/course.hpp, oar::course::CNN) with Adam and cross-entropy on the GPU.
-/// Throws oar::no_device_error without a usable GPU, oar::usage_error for a bad device string,
-/// oar::value_error / shape_error for bad samples.
+/// Trains the course CNN (oar/models/course.hpp, oar::course::CNN) with Adam and cross-entropy on the GPU,
+/// under the precision policy options.precision names.
+/// Throws oar::no_device_error without a usable GPU, oar::usage_error for a bad device string or
+/// precision, oar::value_error / shape_error for bad samples.
 TrainResult train_course_cnn(const Samples& train, const Samples* eval, const TrainOptions& options);
 
 }  // namespace oar::gpu

@@ -80,7 +80,7 @@ TEST_CASE("train_course_cnn learns a separable toy problem and is deterministic 
     CHECK(a.train_images_per_sec > 0);
 }
 
-TEST_CASE("train_course_cnn names a bad device string and a label outside [0, 10)") {
+TEST_CASE("train_course_cnn names a bad device string, a bad precision and a label outside [0, 10)") {
     std::vector<float> x;
     std::vector<std::int64_t> y;
     toy(10, 1, x, y);
@@ -88,6 +88,10 @@ TEST_CASE("train_course_cnn names a bad device string and a label outside [0, 10
     o.device = "gpu:x";
     CHECK_THROWS_AS(oar::gpu::train_course_cnn({x.data(), y.data(), 10}, nullptr, o), oar::usage_error);
     o.device = "gpu:0";
+    o.precision = "fp16";
+    CHECK_THROWS_WITH_AS(oar::gpu::train_course_cnn({x.data(), y.data(), 10}, nullptr, o),
+                         doctest::Contains("precision must be fp32 or bf16, got 'fp16'"), oar::usage_error);
+    o.precision = "fp32";
     y[4] = 10;
     CHECK_THROWS_WITH_AS(oar::gpu::train_course_cnn({x.data(), y.data(), 10}, nullptr, o),
                          doctest::Contains("label 10 at index 4"), oar::value_error);
