@@ -1,18 +1,23 @@
 // Tests of oar/kernels/cpu/update.hpp: the fused update loop with each functor over a flat buffer
 // (length not a multiple of any vector width), against the update formulas written out here in
-// long double, with the state buffers the functor uses and null for those it does not.
+// long double, with the state buffers the functor uses and null for those it does not, on every
+// ISA the CPU has; Adam's vector body gives every value the bits of its formula evaluated one
+// rounded operation at a time, on every ISA and wherever a run of values starts.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/update.hpp>  // the header under test
 
 #include <cmath>    // std::sqrt, std::abs
 #include <cstddef>  // std::size_t
+#include <iterator> // std::size
 #include <vector>   // std::vector
 
+#include "support/isa.hpp"     // oar_test::for_each_isa: every ISA the CPU has
 #include "support/random.hpp"  // oar_test::uniform_vector: seeded inputs in [lo, hi)
 
 namespace {
 
+using oar_test::for_each_isa;
 using oar_test::uniform_vector;
 
 constexpr std::size_t n = 37;
@@ -100,25 +105,85 @@ struct probe_fn {
 }  // namespace
 
 TEST_CASE("fused update with sgd_fn and null state matches p -= lr (g + l2 p)") {
-    check_sgd<float>();
-    check_sgd<double>();
+    for_each_isa([] {
+        check_sgd<float>();
+        check_sgd<double>();
+    });
 }
 
 TEST_CASE("fused update with momentum_fn, plain and nesterov, matches the velocity formulas") {
-    check_momentum<float>(false);
-    check_momentum<float>(true);
-    check_momentum<double>(false);
-    check_momentum<double>(true);
+    for_each_isa([] {
+        check_momentum<float>(false);
+        check_momentum<float>(true);
+        check_momentum<double>(false);
+        check_momentum<double>(true);
+    });
 }
 
 TEST_CASE("fused update with adagrad_fn and a null second state matches the adagrad formula") {
-    check_adagrad<float>();
-    check_adagrad<double>();
+    for_each_isa([] {
+        check_adagrad<float>();
+        check_adagrad<double>();
+    });
 }
 
 TEST_CASE("fused update with adam_fn matches the folded Adam formula on every element") {
-    check_adam<float>();
-    check_adam<double>();
+    for_each_isa([] {
+        check_adam<float>();
+        check_adam<double>();
+    });
+}
+
+namespace {
+
+/// Adam as adam_rule writes it on g + l2 p, every operation rounded to T on its own (volatile: no
+/// FMA contraction here whatever this file's flags): the bits the vector body must give.
+template <class T>
+void adam_unfused(const oar::adam_fn& f, T& p, T g, T& m, T& v) {
+    volatile T l2p = T(f.l2) * p;
+    const T gd = g + l2p;
+    volatile T b1m = T(f.b1) * m, c1g = (T(1) - T(f.b1)) * gd;
+    m = b1m + c1g;
+    volatile T b2v = T(f.b2) * v, c2gg = (T(1) - T(f.b2)) * gd * gd;
+    v = b2v + c2gg;
+    volatile T root = std::sqrt(v);
+    p -= T(f.lr_t) * m / (root + T(f.eps_t));
+}
+
+/// Adam over one buffer of 1003 values (no multiple of any width), whole and cut into runs at
+/// odd offsets, on every ISA: each value's bits are those of adam_unfused, wherever its run starts
+/// and whichever ISA runs it (a parameter server's slice against the trainers' whole buffer).
+template <class T>
+void check_adam_bits() {
+    const std::size_t len = 1003;
+    const oar::adam_fn f{0.01f, 1e-7f, 0.9f, 0.999f, 0.0005f};
+    const auto p0 = uniform_vector<T>(len, 21), m0 = uniform_vector<T>(len, 22, -0.1, 0.1),
+               v0 = uniform_vector<T>(len, 23, 0.0, 0.01), g = uniform_vector<T>(len, 24);
+    auto pw = p0, mw = m0, vw = v0;
+    for (std::size_t i = 0; i < len; ++i) adam_unfused<T>(f, pw[i], g[i], mw[i], vw[i]);
+    const std::size_t cuts[] = {0, 1, 4, 21, 100, 517, 518, 999, len};
+    using K = oar::kernel<oar::op::fused_update, oar::basic_cpu<T>>;
+    for_each_isa([&] {
+        auto p = p0, m = m0, v = v0;
+        K::run(f, len, p.data(), g.data(), m.data(), v.data());
+        std::size_t bad = 0;
+        for (std::size_t i = 0; i < len; ++i) bad += p[i] != pw[i] || m[i] != mw[i] || v[i] != vw[i];
+        CHECK_MESSAGE(bad == 0, "whole buffer: values with other bits than the unfused formula");
+        p = p0, m = m0, v = v0;
+        for (std::size_t c = 0; c + 1 < std::size(cuts); ++c)
+            K::run(f, cuts[c + 1] - cuts[c], p.data() + cuts[c], g.data() + cuts[c], m.data() + cuts[c],
+                   v.data() + cuts[c]);
+        bad = 0;
+        for (std::size_t i = 0; i < len; ++i) bad += p[i] != pw[i] || m[i] != mw[i] || v[i] != vw[i];
+        CHECK_MESSAGE(bad == 0, "runs from odd offsets: values with other bits than the whole buffer's");
+    });
+}
+
+}  // namespace
+
+TEST_CASE("fused Adam: the same bits on every ISA and wherever a run starts (each operation rounded, no FMA)") {
+    check_adam_bits<float>();
+    check_adam_bits<double>();
 }
 
 TEST_CASE("fused update hands each element its own state slots, and scratch ones for null buffers") {

@@ -6,6 +6,7 @@
 
 #include <algorithm>  // std::min
 #include <cstddef>    // std::size_t
+#include <type_traits>  // std::is_same_v: the ISA bodies pick Adam's vector loop
 
 #include "../../config.hpp"    // OAR_RESTRICT
 #include "../../core/thread_pool.hpp"  // default_pool: large buffers in chunks
