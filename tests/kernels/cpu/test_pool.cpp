@@ -181,12 +181,14 @@ void check_simd_2x2_pool() {
     const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
     // 37 columns: whole vectors and a partial one; 14 and 7: the CNN's rows, vectors reaching into
     // the next rows and planes, the input's last rows on the scalar path.
-    // Even widths take the all-SIMD backward: 40 (a whole vector of windows and a partial one), 64
-    // (two whole ones), 30 with an odd height (a last row outside every window), 2 (one window).
+    // Widths 40 (a whole vector of windows and a partial one), 64 (two whole ones), 30 with an odd
+    // height (a last row outside every window), 2 (one window); odd widths (37, 15, and 13, MyNet's
+    // second pool) have a last column outside every window, which the backward's extra lanes reach.
     for (const oar::ConvGeometry& g : {oar::ConvGeometry{3, 10, 37, 2, 2, 0}, oar::ConvGeometry{4, 28, 28, 2, 2, 0},
                                       oar::ConvGeometry{5, 14, 14, 2, 2, 0}, oar::ConvGeometry{2, 9, 15, 2, 2, 0},
                                       oar::ConvGeometry{2, 6, 40, 2, 2, 0}, oar::ConvGeometry{3, 4, 64, 2, 2, 0},
-                                      oar::ConvGeometry{2, 7, 30, 2, 2, 0}, oar::ConvGeometry{3, 5, 2, 2, 2, 0}}) {
+                                      oar::ConvGeometry{2, 7, 30, 2, 2, 0}, oar::ConvGeometry{3, 5, 2, 2, 2, 0},
+                                      oar::ConvGeometry{3, 13, 13, 2, 2, 0}}) {
         INFO(describe_pool(g));
         const std::size_t hw = g.height * g.width, ohw = g.out_height() * g.out_width(), planes = 2 * g.channels;
         const auto r = random_vector<T>(planes * hw, 41);

@@ -101,7 +101,7 @@ template <class T>
 bool pool2x2_forward_plane(const ConvGeometry& g, const T* x, const T* x_end, T* y) {
     OAR_ISA_DISPATCH(max_pool2x2_forward_plane<T>, g, x, x_end, y)
 }
-/// The 2x2 stride-2 backward of one plane (W even) at the active ISA; false as above.
+/// The 2x2 stride-2 backward of one plane at the active ISA; false as above.
 template <class T>
 bool pool2x2_backward_plane(const ConvGeometry& g, const T* x, const T* x_end, const T* dy, const T* dy_end, T* dx) {
     OAR_ISA_DISPATCH(max_pool2x2_backward_plane<T>, g, x, x_end, dy, dy_end, dx)
@@ -146,8 +146,7 @@ struct kernel<op::max_pool_backward, basic_cpu<T>> {
             default_pool().parallel_for(planes, [&](std::size_t q) {
                 const T* dyq = dy + q * oh * ow;
                 T* dxq = dx + q * hw;
-                if (W % 2 == 0 &&
-                    cpu_detail::pool2x2_backward_plane(g, x + q * hw, x + planes * hw, dyq, dy + planes * oh * ow, dxq))
+                if (cpu_detail::pool2x2_backward_plane(g, x + q * hw, x + planes * hw, dyq, dy + planes * oh * ow, dxq))
                     return;
                 for (std::size_t i = 0; i < hw; ++i) dxq[i] = T(0);
                 cpu_detail::for_each_window_2x2(g, 1, x + q * hw, x + planes * hw,
