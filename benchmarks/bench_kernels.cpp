@@ -411,6 +411,94 @@ OAR_BENCH_CONVS("mynet_conv1_b1", MyNetConv1, course::CifarImage, 1)
 OAR_BENCH_CONVS("mynet_conv2_b1", MyNetConv2, MyNetConv2In, 1)
 OAR_BENCH_CONVS("mynet_conv3_b1", MyNetConv3, MyNetConv3In, 1)
 #undef OAR_BENCH_CONVS
+/// One stride-1 3x3 convolution's forward kernel alone, C -> M channels on H x H with padding pad,
+/// batch B, by the tile of its last argument: 0 the implicit GEMM (kernel<op::conv2d_forward> with
+/// Winograd off), 2 Winograd F(2x2, 3x3), 4 F(4x4, 3x3) (cpu_detail::winograd_conv_batch on all B
+/// samples). The input gradient of a stride-1 convolution is this kernel on dy with the flipped
+/// weights and padding 2 - pad (conv.hpp), so the rows with M and C swapped on the output size
+/// (MyNet's 13 x 13 and 4 x 4, padding 2) time it. GFLOP/s counts the direct convolution's
+/// multiply-adds (2 B M C 9 OH OW): Winograd's is an effective rate. Compare the tiles of one
+/// shape with --benchmark_enable_random_interleaving and the CPU time (OAR_NUM_THREADS=1) on a
+/// shared machine.
+void conv3_tile_bench(benchmark::State& state) {
+    const auto C = static_cast<std::size_t>(state.range(0)), H = static_cast<std::size_t>(state.range(1));
+    const auto pad = static_cast<std::size_t>(state.range(2)), M = static_cast<std::size_t>(state.range(3));
+    const auto B = static_cast<std::size_t>(state.range(4)), tile = static_cast<std::size_t>(state.range(5));
+    const ConvGeometry g{C, H, H, 3, 1, pad};
+    const std::size_t P = g.col_cols();
+    std::vector<float> x(B * C * H * H), w(M * C * 9), b(M), y(B * M * P);
+    fill(x.data(), x.size(), 5);
+    fill(w.data(), w.size(), 6);
+    fill(b.data(), b.size(), 7);
+    const bool was = conv_winograd();
+    set_conv_winograd(false);
+    const CpuStart start;
+    for (auto _ : state) {
+        if (tile == 0)
+            kernel<op::conv2d_forward, cpu>::run(g, M, B, x.data(), w.data(), b.data(), y.data());
+        else
+            cpu_detail::winograd_conv_batch<false>(3, tile, C, H, H, pad, M, B, x.data(), w.data(), b.data(), y.data());
+        benchmark::ClobberMemory();
+    }
+    flop_counters(state, 2.0 * double(B * M * C * 9 * P), start);
+    set_conv_winograd(was);
+}
+/// The batch weight gradient alone of a stride-1 3x3 convolution of C -> M channels on H x H with
+/// padding pad, batch B: tile 0 is kernel<op::conv2d_backward> without dx (the direct weight
+/// gradient, conv_dw_gemm from 8 input channels, and the bias gradient), 2 and 4 Winograd's
+/// (cpu_detail::winograd_dw_batch, F(2x2, 3x3) or F(4x4, 3x3); no bias gradient). GFLOP/s counts
+/// the direct weight gradient's multiply-adds (2 B M C 9 OH OW).
+void conv3_dw_bench(benchmark::State& state) {
+    const auto C = static_cast<std::size_t>(state.range(0)), H = static_cast<std::size_t>(state.range(1));
+    const auto pad = static_cast<std::size_t>(state.range(2)), M = static_cast<std::size_t>(state.range(3));
+    const auto B = static_cast<std::size_t>(state.range(4)), tile = static_cast<std::size_t>(state.range(5));
+    const ConvGeometry g{C, H, H, 3, 1, pad};
+    const std::size_t P = g.col_cols();
+    std::vector<float> x(B * C * H * H), w(M * C * 9), dy(B * M * P), dw(M * C * 9), db(M);
+    fill(x.data(), x.size(), 5);
+    fill(w.data(), w.size(), 6);
+    fill(dy.data(), dy.size(), 7);
+    const bool was = conv_winograd();
+    set_conv_winograd(false);
+    const CpuStart start;
+    for (auto _ : state) {
+        if (tile == 0)
+            kernel<op::conv2d_backward, cpu>::run(g, M, B, x.data(), w.data(), dy.data(), dw.data(), db.data(),
+                                                  static_cast<float*>(nullptr));
+        else
+            cpu_detail::winograd_dw_batch(3, tile, C, H, H, pad, M, B, x.data(), dy.data(), dw.data());
+        benchmark::ClobberMemory();
+    }
+    flop_counters(state, 2.0 * double(B * M * C * 9 * P), start);
+    set_conv_winograd(was);
+}
+/// The stride-1 3x3 shapes (C, H, pad, M) of MyNet (models/course.hpp: 3 -> 32 on 32 x 32, 32 -> 64
+/// on 15 x 15, 64 -> 64 on 6 x 6, no padding) and ResNet8 (models/resnet.hpp: 3 -> 16 on 32 x 32,
+/// then 16, 32, 64 channels on 32, 16, 8, padding 1), and the input gradients of MyNet's two
+/// Winograd ones (64 -> 32 on 13 x 13 and 64 -> 64 on 4 x 4, padding 2; ResNet8's are their own
+/// shapes), each at batch 32 and 128 and in each tile (0 direct, 2, 4).
+const bool conv3_registered = [] {
+    constexpr std::int64_t fwd[][4] = {{3, 32, 0, 32}, {32, 15, 0, 64}, {64, 6, 0, 64}, {64, 13, 2, 32}, {64, 4, 2, 64},
+                                       {3, 32, 1, 16}, {16, 32, 1, 16}, {32, 16, 1, 32}, {64, 8, 1, 64}};
+    constexpr std::int64_t dw[][4] = {{3, 32, 0, 32},  {32, 15, 0, 64}, {64, 6, 0, 64},
+                                      {16, 32, 1, 16}, {32, 16, 1, 32}, {64, 8, 1, 64}};
+    for (std::int64_t batch : {32, 128})
+        for (std::int64_t tile : {0, 2, 4}) {
+            for (const auto& s : fwd)
+                benchmark::RegisterBenchmark("conv3_tile", conv3_tile_bench)
+                    ->Args({s[0], s[1], s[2], s[3], batch, tile})
+                    ->ArgNames({"C", "H", "pad", "M", "B", "tile"})
+                    ->Unit(benchmark::kMillisecond)
+                    ->UseRealTime();
+            for (const auto& s : dw)
+                benchmark::RegisterBenchmark("conv3_dw", conv3_dw_bench)
+                    ->Args({s[0], s[1], s[2], s[3], batch, tile})
+                    ->ArgNames({"C", "H", "pad", "M", "B", "tile"})
+                    ->Unit(benchmark::kMillisecond)
+                    ->UseRealTime();
+        }
+    return true;
+}();
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, false>)->Name("pool1_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 28, 28>, true>)->Name("pool1_fwd_bwd")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(layer_bench<MaxPool2D<2, 2>, Shape<20, 14, 14>, false>)->Name("pool2_forward")->Unit(benchmark::kMillisecond)->UseRealTime();
