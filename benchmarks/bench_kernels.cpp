@@ -413,8 +413,8 @@ OAR_BENCH_CONVS("mynet_conv3_b1", MyNetConv3, MyNetConv3In, 1)
 #undef OAR_BENCH_CONVS
 /// One stride-1 3x3 convolution's forward kernel alone, C -> M channels on H x H with padding pad,
 /// batch B, by the tile of its last argument: 0 the implicit GEMM (kernel<op::conv2d_forward> with
-/// Winograd off), 2 Winograd F(2x2, 3x3), 4 F(4x4, 3x3) (cpu_detail::winograd_conv_batch on all B
-/// samples). The input gradient of a stride-1 convolution is this kernel on dy with the flipped
+/// Winograd off), 4 Winograd F(4x4, 3x3) (cpu_detail::winograd_conv_batch on all B samples, also
+/// below 8 channels, where conv.hpp does not take it). The input gradient of a stride-1 convolution is this kernel on dy with the flipped
 /// weights and padding 2 - pad (conv.hpp), so the rows with M and C swapped on the output size
 /// (MyNet's 13 x 13 and 4 x 4, padding 2) time it. GFLOP/s counts the direct convolution's
 /// multiply-adds (2 B M C 9 OH OW): Winograd's is an effective rate. Compare the tiles of one
@@ -437,7 +437,7 @@ void conv3_tile_bench(benchmark::State& state) {
         if (tile == 0)
             kernel<op::conv2d_forward, cpu>::run(g, M, B, x.data(), w.data(), b.data(), y.data());
         else
-            cpu_detail::winograd_conv_batch<false>(3, tile, C, H, H, pad, M, B, x.data(), w.data(), b.data(), y.data());
+            cpu_detail::winograd_conv_batch<false>(3, C, H, H, pad, M, B, x.data(), w.data(), b.data(), y.data());
         benchmark::ClobberMemory();
     }
     flop_counters(state, 2.0 * double(B * M * C * 9 * P), start);
@@ -445,9 +445,9 @@ void conv3_tile_bench(benchmark::State& state) {
 }
 /// The batch weight gradient alone of a stride-1 3x3 convolution of C -> M channels on H x H with
 /// padding pad, batch B: tile 0 is kernel<op::conv2d_backward> without dx (the direct weight
-/// gradient, conv_dw_gemm from 8 input channels, and the bias gradient), 2 and 4 Winograd's
-/// (cpu_detail::winograd_dw_batch, F(2x2, 3x3) or F(4x4, 3x3); no bias gradient). GFLOP/s counts
-/// the direct weight gradient's multiply-adds (2 B M C 9 OH OW).
+/// gradient, conv_dw_gemm from 8 input channels, and the bias gradient), 4 Winograd F(4x4, 3x3)'s
+/// (cpu_detail::winograd_dw_batch, which conv.hpp does not take for 3x3; no bias gradient).
+/// GFLOP/s counts the direct weight gradient's multiply-adds (2 B M C 9 OH OW).
 void conv3_dw_bench(benchmark::State& state) {
     const auto C = static_cast<std::size_t>(state.range(0)), H = static_cast<std::size_t>(state.range(1));
     const auto pad = static_cast<std::size_t>(state.range(2)), M = static_cast<std::size_t>(state.range(3));
@@ -466,7 +466,7 @@ void conv3_dw_bench(benchmark::State& state) {
             kernel<op::conv2d_backward, cpu>::run(g, M, B, x.data(), w.data(), dy.data(), dw.data(), db.data(),
                                                   static_cast<float*>(nullptr));
         else
-            cpu_detail::winograd_dw_batch(3, tile, C, H, H, pad, M, B, x.data(), dy.data(), dw.data());
+            cpu_detail::winograd_dw_batch(3, C, H, H, pad, M, B, x.data(), dy.data(), dw.data());
         benchmark::ClobberMemory();
     }
     flop_counters(state, 2.0 * double(B * M * C * 9 * P), start);
@@ -476,14 +476,14 @@ void conv3_dw_bench(benchmark::State& state) {
 /// on 15 x 15, 64 -> 64 on 6 x 6, no padding) and ResNet8 (models/resnet.hpp: 3 -> 16 on 32 x 32,
 /// then 16, 32, 64 channels on 32, 16, 8, padding 1), and the input gradients of MyNet's two
 /// Winograd ones (64 -> 32 on 13 x 13 and 64 -> 64 on 4 x 4, padding 2; ResNet8's are their own
-/// shapes), each at batch 32 and 128 and in each tile (0 direct, 2, 4).
+/// shapes), each at batch 32 and 128, direct (tile 0) and Winograd F(4x4, 3x3) (tile 4).
 const bool conv3_registered = [] {
     constexpr std::int64_t fwd[][4] = {{3, 32, 0, 32}, {32, 15, 0, 64}, {64, 6, 0, 64}, {64, 13, 2, 32}, {64, 4, 2, 64},
                                        {3, 32, 1, 16}, {16, 32, 1, 16}, {32, 16, 1, 32}, {64, 8, 1, 64}};
     constexpr std::int64_t dw[][4] = {{3, 32, 0, 32},  {32, 15, 0, 64}, {64, 6, 0, 64},
                                       {16, 32, 1, 16}, {32, 16, 1, 32}, {64, 8, 1, 64}};
     for (std::int64_t batch : {32, 128})
-        for (std::int64_t tile : {0, 2, 4}) {
+        for (std::int64_t tile : {0, 4}) {
             for (const auto& s : fwd)
                 benchmark::RegisterBenchmark("conv3_tile", conv3_tile_bench)
                     ->Args({s[0], s[1], s[2], s[3], batch, tile})

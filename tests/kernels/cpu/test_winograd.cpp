@@ -1,4 +1,4 @@
-// Tests of oar/kernels/cpu/winograd.hpp: the F(2x2, 5x5), F(4x4, 3x3) and F(2x2, 3x3) convolutions against the
+// Tests of oar/kernels/cpu/winograd.hpp: the F(2x2, 5x5) and F(4x4, 3x3) convolutions against the
 // direct one in double, within an error bound per output (below); odd output sizes (a tile partly
 // outside), padding 0..4, batches that leave a partial group of SIMD lanes, output channels that
 // leave partial micro-tiles; the fused ReLU bit for bit; the same bits on 1, 2 and 3 threads; and
@@ -25,13 +25,6 @@
 // 2^-10..2^9; the direct kernel, 0.10 on the course's shape; kappa_dw = 64 leaves a margin of 6.3;
 // a relative change of 6e-5 to one coefficient of G gives ratios up to 190. 3x3: 3.2 over the
 // cases, 1.4 scaled, the direct kernel 0.27; kappa3_dw = 16 leaves a margin of 5.
-//
-// F(2x2, 3x3) (4x4 input tiles, |B^T|, |G|, |A^T| entries at most 1, so each point of a tile
-// is at most 4 max|x| ||w||_1 per channel and an output adds 9 points) has the same form of bound
-// over its 4x4 tiles. Measured worst ratios: forward 2.0 over the cases, 1.6 scaled (F(4x4, 3x3):
-// 18.4 and 34.2); kappa32 = 10 leaves a margin of 4.9. Weight gradient 0.46 over the cases, 0.16
-// scaled; kappa32_dw = 2 leaves a margin of 4.4. A relative change of 1e-4 to one coefficient of
-// its G gives ratios of 580 to 610 (forward) and 120 to 370 (weight gradient).
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/conv.hpp>      // conv2d_forward(_relu) / backward: where Winograd is taken
@@ -55,17 +48,14 @@ namespace {
 using oar_test::random_vector;
 
 struct Case {
-    // K: the kernel size, 5 (F(2x2,5x5)) or 3; m: the output tile's side, 0 for 7 - K (F(2x2,5x5),
-    // F(4x4,3x3)), 2 with K = 3 for F(2x2,3x3).
-    std::size_t C, H, W, pad, M, n, K = 5, m = 0;
+    std::size_t C, H, W, pad, M, n, K = 5;  // K: the kernel size, 5 (F(2x2,5x5)) or 3 (F(4x4,3x3))
     std::size_t OH() const { return H + 2 * pad - (K - 1); }
     std::size_t OW() const { return W + 2 * pad - (K - 1); }
-    std::size_t tile() const { return m != 0 ? m : 7 - K; }   // the output tile's side
-    std::size_t alpha() const { return tile() + K - 1; }      // the input tile's side
+    std::size_t tile() const { return 7 - K; }  // the output tile's side
 };
 
 std::string describe(const Case& k) {
-    return "F(" + std::to_string(k.tile()) + "," + std::to_string(k.K) + ") C=" + std::to_string(k.C) + " H=" + std::to_string(k.H) +
+    return "K=" + std::to_string(k.K) + " C=" + std::to_string(k.C) + " H=" + std::to_string(k.H) +
            " W=" + std::to_string(k.W) + " pad=" + std::to_string(k.pad) + " M=" + std::to_string(k.M) +
            " n=" + std::to_string(k.n);
 }
@@ -82,12 +72,6 @@ constexpr Case cases[] = {
     {16, 8, 8, 1, 16, 17, 3},   // ResNet8's blocks at 8 x 8, padding 1; one full group and 1 lane (AVX-512)
     {8, 7, 9, 2, 9, 3, 3},      // padding 2 (the dx of an unpadded convolution), 9 x 11 outputs
     {12, 6, 6, 0, 13, 1, 3},    // one 4 x 4 tile, 13 output channels: partial micro-tiles
-    // F(2x2, 3x3):
-    {32, 15, 15, 0, 64, 5, 3, 2},  // MyNet's second convolution (13 x 13 outputs: the last tiles half outside)
-    {16, 8, 8, 1, 16, 17, 3, 2},   // ResNet8's blocks at 8 x 8, padding 1
-    {8, 7, 9, 2, 9, 3, 3, 2},      // padding 2 (the dx of an unpadded convolution), 9 x 11 outputs
-    {12, 4, 4, 0, 13, 1, 3, 2},    // one 2 x 2 tile, 13 output channels: partial micro-tiles
-    {3, 32, 32, 1, 16, 9, 3, 2},   // 3 input channels (MyNet's and ResNet8's first), 32 x 32
 };
 
 /// x[s][c][iy][ix] of an (n, C, H, W) input, zero outside the image (the padding).
@@ -106,7 +90,6 @@ struct WinogradReference {
 WinogradReference reference(const Case& k, const std::vector<float>& x, const std::vector<float>& w,
                     const std::vector<float>& b) {
     const std::size_t OH = k.OH(), OW = k.OW(), K = k.K, m = k.tile();
-    const auto A = static_cast<std::ptrdiff_t>(k.alpha());
     WinogradReference r{std::vector<double>(k.n * k.M * OH * OW), std::vector<double>(k.n * k.M * OH * OW)};
     auto at = [&](std::size_t s, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) {
         return input_at(k, x, s, c, iy, ix);
@@ -120,8 +103,8 @@ WinogradReference reference(const Case& k, const std::vector<float>& x, const st
                     const auto ty0 = static_cast<std::ptrdiff_t>(oy / m * m), tx0 = static_cast<std::ptrdiff_t>(ox / m * m);
                     for (std::size_t c = 0; c < k.C; ++c) {
                         double w1 = 0.0, xmax = 0.0;
-                        for (std::ptrdiff_t i = 0; i < A; ++i)
-                            for (std::ptrdiff_t j = 0; j < A; ++j)
+                        for (std::ptrdiff_t i = 0; i < 6; ++i)
+                            for (std::ptrdiff_t j = 0; j < 6; ++j)
                                 xmax = std::max(xmax, std::abs(at(s, c, ty0 + i - pad, tx0 + j - pad)));
                         for (std::size_t ky = 0; ky < K; ++ky)
                             for (std::size_t kx = 0; kx < K; ++kx) {
@@ -139,14 +122,11 @@ WinogradReference reference(const Case& k, const std::vector<float>& x, const st
     return r;
 }
 
-constexpr double kappa = 64.0, kappa3 = 160.0, kappa32 = 10.0, unit_roundoff = 1.0 / 16777216.0;
+constexpr double kappa = 64.0, kappa3 = 160.0, unit_roundoff = 1.0 / 16777216.0;
 
-/// The bound's kappa for a case: kappa (F(2x2,5x5)), kappa3 (F(4x4,3x3)) or kappa32 (F(2x2,3x3)).
-double kappa_of(const Case& k) { return k.K == 5 ? kappa : k.tile() == 4 ? kappa3 : kappa32; }
-
-/// The worst |y - exact| / (u * scale), and how many outputs exceed the case's kappa.
-std::pair<double, std::size_t> error_ratio(const std::vector<float>& y, const WinogradReference& r, const Case& k) {
-    const double bound = kappa_of(k);
+/// The worst |y - exact| / (u * scale), and how many outputs exceed kappa (kappa3 for 3x3).
+std::pair<double, std::size_t> error_ratio(const std::vector<float>& y, const WinogradReference& r, std::size_t K = 5) {
+    const double bound = K == 3 ? kappa3 : kappa;
     double worst = 0.0;
     std::size_t bad = 0;
     for (std::size_t i = 0; i < y.size(); ++i) {
@@ -162,10 +142,10 @@ std::vector<float> run(const Case& k, const std::vector<float>& x, const std::ve
     std::vector<float> y(k.n * k.M * k.OH() * k.OW(), -7.0f);
     const float* bias = b.empty() ? nullptr : b.data();
     if (relu)
-        oar::cpu_detail::winograd_conv_batch<true>(k.K, k.tile(), k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), w.data(), bias,
+        oar::cpu_detail::winograd_conv_batch<true>(k.K, k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), w.data(), bias,
                                                    y.data());
     else
-        oar::cpu_detail::winograd_conv_batch<false>(k.K, k.tile(), k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), w.data(), bias,
+        oar::cpu_detail::winograd_conv_batch<false>(k.K, k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), w.data(), bias,
                                                     y.data());
     return y;
 }
@@ -181,7 +161,7 @@ TEST_CASE("Winograd F(2x2,5x5) equals the direct convolution in double within it
             const auto b = with_bias ? random_vector<float>(k.M, 43) : std::vector<float>{};
             const auto want = reference(k, x, w, b);
             oar_test::for_each_isa([&] {
-                const auto e = error_ratio(run(k, x, w, b, false), want, k);  // (worst ratio, outputs past kappa)
+                const auto e = error_ratio(run(k, x, w, b, false), want, k.K);  // (worst ratio, outputs past kappa)
                 INFO("worst error / (u * scale) = " << e.first);
                 CHECK(e.second == 0);
             });
@@ -189,8 +169,7 @@ TEST_CASE("Winograd F(2x2,5x5) equals the direct convolution in double within it
 }
 
 TEST_CASE("Winograd's error bound holds for inputs of very different sizes across channels") {
-    for (const Case& k : {Case{20, 14, 14, 2, 20, 17}, Case{20, 10, 10, 1, 20, 17, 3}, Case{20, 10, 10, 1, 20, 17, 3, 2}})
-        oar_test::for_each_isa([&] {
+    for (const Case& k : {Case{20, 14, 14, 2, 20, 17}, Case{20, 10, 10, 1, 20, 17, 3}}) oar_test::for_each_isa([&] {
         // Channel c scaled by 2^(c - 10): the tile maximum is per channel, so the bound follows.
         INFO(describe(k));
         auto x = random_vector<float>(k.n * k.C * k.H * k.W, 51);
@@ -199,7 +178,7 @@ TEST_CASE("Winograd's error bound holds for inputs of very different sizes acros
                 for (std::size_t p = 0; p < k.H * k.W; ++p)
                     x[(s * k.C + c) * k.H * k.W + p] *= static_cast<float>(std::ldexp(1.0, static_cast<int>(c) - 10));
         const auto w = random_vector<float>(k.M * k.C * k.K * k.K, 52, 0.2), b = random_vector<float>(k.M, 53);
-        const auto e = error_ratio(run(k, x, w, b, false), reference(k, x, w, b), k);
+        const auto e = error_ratio(run(k, x, w, b, false), reference(k, x, w, b), k.K);
         INFO("worst error / (u * scale) = " << e.first);
         CHECK(e.second == 0);
     });
@@ -301,10 +280,7 @@ TEST_CASE("the batch conv2d kernels give Winograd's bits when it applies, the di
         for (std::size_t o = 0; o < M; ++o)
             for (std::size_t c = 0; c < C; ++c)
                 for (std::size_t t = 0; t < KK; ++t) wf[(c * M + o) * KK + t] = w[(o * C + c) * KK + (KK - 1 - t)];
-        // The tiles conv.hpp picks (winograd_tile) for the forward and for the input gradient.
-        using oar::cpu_detail::winograd_tile;
-        const Case fwd{C, H, H, pad, M, n, K, winograd_tile(K, C, M, shape.OH(), shape.OW())};
-        const Case bwd{M, shape.OH(), shape.OW(), K - 1 - pad, C, n, K, winograd_tile(K, M, C, H, H)};
+        const Case fwd{C, H, H, pad, M, n, K}, bwd{M, shape.OH(), shape.OW(), K - 1 - pad, C, n, K};
         const auto wino_y = run(fwd, x, w, b, true), wino_dx = run(bwd, dy, wf, {}, false);
         auto kernels = [&](bool on) {
             oar::set_conv_winograd(on);
@@ -328,7 +304,7 @@ TEST_CASE("the batch conv2d kernels give Winograd's bits when it applies, the di
         CHECK_FALSE(same(direct_y, wino_y, 0, nw * out_size));  // the two kernels round differently
         CHECK_FALSE(same(direct_dx, wino_dx, 0, nw * in_size));
         for (const auto* d : {&dx, &direct_dx}) {
-            const auto e = error_ratio(*d, reference(bwd, dy, wf, {}), bwd);
+            const auto e = error_ratio(*d, reference(bwd, dy, wf, {}), K);
             INFO("dx: worst error / (u * scale) = " << e.first);
             CHECK(e.second == 0);
         }
@@ -354,15 +330,14 @@ TEST_CASE("winograd_images leaves a last group of up to 5/8 of the lanes to the 
 
 namespace {
 
-/// The weight gradient in double and its bound's scale per (o, c): sum over images and m x m output
-/// tiles of ||dy tile||_1 * max |x| over the tile's A x A inputs (zero padding included).
+/// The weight gradient in double and its bound's scale per (o, c): sum over images and 2x2 output
+/// tiles of ||dy tile||_1 * max |x| over the tile's 6x6 inputs (zero padding included).
 struct DwReference {
     std::vector<double> dw, scale;  // (M, C, 5, 5) and (M, C)
 };
 
 DwReference dw_reference(const Case& k, const std::vector<float>& x, const std::vector<float>& dy) {
     const std::size_t OH = k.OH(), OW = k.OW(), K = k.K, KK = K * K, m = k.tile();
-    const auto A = static_cast<std::ptrdiff_t>(k.alpha());
     DwReference r{std::vector<double>(k.M * k.C * KK, 0.0), std::vector<double>(k.M * k.C, 0.0)};
     const auto pad = static_cast<std::ptrdiff_t>(k.pad);
     auto at = [&](std::size_t s, std::size_t c, std::ptrdiff_t iy, std::ptrdiff_t ix) {
@@ -388,8 +363,8 @@ DwReference dw_reference(const Case& k, const std::vector<float>& x, const std::
                         double g1 = 0.0, xmax = 0.0;
                         for (std::size_t a = 0; a < m; ++a)
                             for (std::size_t b = 0; b < m; ++b) g1 += std::abs(g(s, o, ty + a, tx + b));
-                        for (std::ptrdiff_t i = 0; i < A; ++i)
-                            for (std::ptrdiff_t j = 0; j < A; ++j)
+                        for (std::ptrdiff_t i = 0; i < 6; ++i)
+                            for (std::ptrdiff_t j = 0; j < 6; ++j)
                                 xmax = std::max(xmax, std::abs(at(s, c, static_cast<std::ptrdiff_t>(ty) + i - pad,
                                                                   static_cast<std::ptrdiff_t>(tx) + j - pad)));
                         r.scale[o * k.C + c] += g1 * xmax;
@@ -398,15 +373,13 @@ DwReference dw_reference(const Case& k, const std::vector<float>& x, const std::
     return r;
 }
 
-constexpr double kappa_dw = 64.0, kappa3_dw = 16.0, kappa32_dw = 2.0;
+constexpr double kappa_dw = 64.0, kappa3_dw = 16.0;
 
-/// The worst |dw - exact| / (u * scale) and how many weights exceed the case's kappa: kappa_dw
-/// (F(2x2,5x5)), kappa3_dw (F(4x4,3x3)) or kappa32_dw (F(2x2,3x3)).
-std::pair<double, std::size_t> dw_error_ratio(const std::vector<float>& dw, const DwReference& r, const Case& k) {
+/// The worst |dw - exact| / (u * scale) and how many weights exceed kappa_dw (kappa3_dw for 3x3).
+std::pair<double, std::size_t> dw_error_ratio(const std::vector<float>& dw, const DwReference& r, std::size_t K = 5) {
     double worst = 0.0;
     std::size_t bad = 0;
-    const std::size_t K = k.K;
-    const double bound = K == 5 ? kappa_dw : k.tile() == 4 ? kappa3_dw : kappa32_dw;
+    const double bound = K == 3 ? kappa3_dw : kappa_dw;
     for (std::size_t i = 0; i < dw.size(); ++i) {
         const double ratio = std::abs(dw[i] - r.dw[i]) / (unit_roundoff * std::max(r.scale[i / (K * K)], 1e-30));
         worst = std::max(worst, ratio);
@@ -417,7 +390,7 @@ std::pair<double, std::size_t> dw_error_ratio(const std::vector<float>& dw, cons
 
 std::vector<float> run_dw(const Case& k, const std::vector<float>& x, const std::vector<float>& dy) {
     std::vector<float> dw(k.M * k.C * k.K * k.K, 0.0f);
-    oar::cpu_detail::winograd_dw_batch(k.K, k.tile(), k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), dy.data(), dw.data());
+    oar::cpu_detail::winograd_dw_batch(k.K, k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), dy.data(), dw.data());
     return dw;
 }
 
@@ -431,10 +404,6 @@ constexpr Case dw_cases[] = {
     {32, 15, 15, 0, 64, 5, 3},  // MyNet's second convolution (13 x 13 outputs: the last tiles partly outside)
     {16, 8, 8, 1, 16, 17, 3},   // ResNet8's blocks at 8 x 8, padding 1
     {9, 7, 9, 1, 13, 3, 3},     // odd outputs (7 x 9), 9 inputs and 13 outputs: partial micro-tiles
-    // F(2x2, 3x3):
-    {32, 15, 15, 0, 64, 5, 3, 2},  // MyNet's second convolution (13 x 13 outputs: the last tiles half outside)
-    {16, 8, 8, 1, 16, 17, 3, 2},   // ResNet8's blocks at 8 x 8, padding 1
-    {9, 7, 9, 1, 13, 3, 3, 2},     // odd outputs (7 x 9), 9 inputs and 13 outputs: partial micro-tiles
 };
 
 }  // namespace
@@ -447,12 +416,12 @@ TEST_CASE("Winograd's weight gradient equals the direct one in double within its
         const auto want = dw_reference(k, x, dy);
         oar_test::for_each_isa([&] {
             const auto dw = run_dw(k, x, dy);
-            const auto e = dw_error_ratio(dw, want, k);
+            const auto e = dw_error_ratio(dw, want, k.K);
             INFO("worst error / (u * scale) = " << e.first);
             CHECK(e.second == 0);
             // It adds to dw: a second call on the same buffer doubles it.
             std::vector<float> twice = dw;
-            oar::cpu_detail::winograd_dw_batch(k.K, k.tile(), k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), dy.data(),
+            oar::cpu_detail::winograd_dw_batch(k.K, k.C, k.H, k.W, k.pad, k.M, k.n, x.data(), dy.data(),
                                                twice.data());
             std::size_t not_doubled = 0;
             for (std::size_t i = 0; i < dw.size(); ++i) not_doubled += twice[i] != 2.0f * dw[i];
@@ -462,8 +431,7 @@ TEST_CASE("Winograd's weight gradient equals the direct one in double within its
 }
 
 TEST_CASE("Winograd's weight-gradient bound holds for channels of very different sizes") {
-    for (const Case& k : {Case{20, 14, 14, 2, 20, 17}, Case{20, 10, 10, 1, 20, 17, 3}, Case{20, 10, 10, 1, 20, 17, 3, 2}})
-        oar_test::for_each_isa([&] {
+    for (const Case& k : {Case{20, 14, 14, 2, 20, 17}, Case{20, 10, 10, 1, 20, 17, 3}}) oar_test::for_each_isa([&] {
         // Input channel c scaled by 2^(c - 10), output channel o's dy by 2^(9 - o): the scale is per pair.
         INFO(describe(k));
         const std::size_t P = k.OH() * k.OW();
@@ -477,7 +445,7 @@ TEST_CASE("Winograd's weight-gradient bound holds for channels of very different
                 for (std::size_t p = 0; p < P; ++p)
                     dy[(s * k.M + o) * P + p] *= static_cast<float>(std::ldexp(1.0, 9 - static_cast<int>(o)));
         }
-        const auto e = dw_error_ratio(run_dw(k, x, dy), dw_reference(k, x, dy), k);
+        const auto e = dw_error_ratio(run_dw(k, x, dy), dw_reference(k, x, dy), k.K);
         INFO("worst error / (u * scale) = " << e.first);
         CHECK(e.second == 0);
     });
@@ -538,7 +506,7 @@ TEST_CASE("conv2d_backward's weight gradient: Winograd's for the first samples, 
         const Case all{C, H, H, pad, M, n, K};
         const auto ref = dw_reference(all, x, dy);
         for (const auto* d : {&dw, &direct_dw}) {
-            const auto e = dw_error_ratio(*d, ref, all);
+            const auto e = dw_error_ratio(*d, ref, K);
             INFO("dw: worst error / (u * scale) = " << e.first);
             CHECK(e.second == 0);
         }

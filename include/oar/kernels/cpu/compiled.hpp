@@ -34,13 +34,11 @@ namespace oar::cpu_detail {
     template std::size_t winograd_lanes<T>();                                                                       \
     template std::size_t winograd_images<T>(std::size_t);                                                           \
     template void winograd_conv_batch<false, T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,    \
-                                                std::size_t, std::size_t, std::size_t, const T*, const T*, const T*, \
-                                                T*);                                                                \
+                                                std::size_t, std::size_t, const T*, const T*, const T*, T*);        \
     template void winograd_conv_batch<true, T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,     \
-                                               std::size_t, std::size_t, std::size_t, const T*, const T*, const T*,  \
-                                               T*);                                                                 \
+                                               std::size_t, std::size_t, const T*, const T*, const T*, T*);         \
     template void winograd_dw_batch<T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,             \
-                                       std::size_t, std::size_t, std::size_t, const T*, const T*, T*);              \
+                                       std::size_t, std::size_t, const T*, const T*, T*);                   \
     template void batch_norm_forward_channels<T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,   \
                                                  const T*, const T*, const T*, T*, T*, bool, float, float, T*);     \
     template void batch_norm_backward_channels<T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,  \

@@ -95,13 +95,6 @@ bool winograd_dw_applies(std::size_t C, std::size_t M, std::size_t kernel, std::
     return kernel == 5 && winograd_applies<T>(C, M, kernel, stride);
 }
 
-/// The output tile's side (2 or 4) of the Winograd kernel conv.hpp runs for a stride-1 KxK
-/// convolution with OH x OW outputs: 2 for 5x5 (F(2x2, 5x5)); for 3x3, F(4x4, 3x3) (tile 4).
-inline std::size_t winograd_tile(std::size_t K, std::size_t C, std::size_t M, std::size_t OH, std::size_t OW) {
-    (void)C, (void)M, (void)OH, (void)OW;
-    return K == 5 ? 2 : 4;
-}
-
 /// The per-ISA kernels (isa/winograd_body.inc), called through the dispatchers below; with
 /// OAR_EXTERN_KERNELS (config.hpp) the dispatchers are only declared here and the oar::kernels
 /// library holds them (kernels/cpu/compiled.hpp).
@@ -121,11 +114,11 @@ std::size_t winograd_lanes();
 template <class T>
 std::size_t winograd_images(std::size_t n);
 template <bool Relu, class T>
-void winograd_conv_batch(std::size_t K, std::size_t tile, std::size_t C, std::size_t H, std::size_t W,
-                         std::size_t pad, std::size_t M, std::size_t n, const T* x, const T* w, const T* bias, T* y);
+void winograd_conv_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
+                         std::size_t n, const T* x, const T* w, const T* bias, T* y);
 template <class T>
-void winograd_dw_batch(std::size_t K, std::size_t tile, std::size_t C, std::size_t H, std::size_t W, std::size_t pad,
-                       std::size_t M, std::size_t n, const T* x, const T* dy, T* dw);
+void winograd_dw_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
+                       std::size_t n, const T* x, const T* dy, T* dw);
 #else
 
 /// Images per group (the SIMD lanes) at the active ISA: 16 (avx512), 8 (avx2), 4 (sse2) floats.
@@ -147,20 +140,19 @@ std::size_t winograd_images(std::size_t n) {
     OAR_ISA_DISPATCH(winograd_images<T>, n)
 }
 
-/// y (n, M, OH, OW) = conv(x, w) + bias, stride 1, K x K, padding pad, in tile x tile output tiles
-/// (K = 5: tile 2; K = 3: tile 4 or 2), at the active ISA.
+/// y (n, M, OH, OW) = conv(x, w) + bias, stride 1, K x K (K = 5 or 3), padding pad, at the active ISA.
 template <bool Relu, class T>
-void winograd_conv_batch(std::size_t K, std::size_t tile, std::size_t C, std::size_t H, std::size_t W,
-                         std::size_t pad, std::size_t M, std::size_t n, const T* x, const T* w, const T* bias, T* y) {
-    OAR_ISA_DISPATCH(winograd_conv_batch<Relu>, K, tile, C, H, W, pad, M, n, x, w, bias, y)
+void winograd_conv_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
+                         std::size_t n, const T* x, const T* w, const T* bias, T* y) {
+    OAR_ISA_DISPATCH(winograd_conv_batch<Relu>, K, C, H, W, pad, M, n, x, w, bias, y)
 }
 
-/// dw (M, C, K, K) += the weight gradient of the stride-1 K x K convolution in tile x tile output
-/// tiles (as winograd_conv_batch), at the active ISA.
+/// dw (M, C, K, K) += the weight gradient of the stride-1 K x K convolution (K = 5 or 3), at the
+/// active ISA.
 template <class T>
-void winograd_dw_batch(std::size_t K, std::size_t tile, std::size_t C, std::size_t H, std::size_t W, std::size_t pad,
-                       std::size_t M, std::size_t n, const T* x, const T* dy, T* dw) {
-    OAR_ISA_DISPATCH(winograd_dw_batch, K, tile, C, H, W, pad, M, n, x, dy, dw)
+void winograd_dw_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
+                       std::size_t n, const T* x, const T* dy, T* dw) {
+    OAR_ISA_DISPATCH(winograd_dw_batch, K, C, H, W, pad, M, n, x, dy, dw)
 }
 #endif  // OAR_EXTERN_KERNELS
 
