@@ -139,27 +139,29 @@ OAR_HOST_DEVICE OAR_ALWAYS_INLINE double batch_norm_lane_total(double* s) {
     return s[0];
 }
 
-/// Adds one value to its lane: v, or (Deviations) its squared deviation from mean.
-template <bool Deviations>
-OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_lane_add(double& s, double v, double mean) {
-    if constexpr (Deviations) {
-        const double d = v - mean;
-        s += d * d;
-    } else {
-        s += v;
-    }
-}
-
-/// s[i % lanes] += p[i] (or its squared deviation from mean) for the `inner` values of p: whole
-/// blocks of batch_norm_lanes first, then the tail with the same lane for each index.
-template <bool Deviations, class T>
-OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_lane_sums(const T* p, std::size_t inner, double mean, double* s) {
+/// f(i, i % batch_norm_lanes) for i in [0, inner): whole blocks of batch_norm_lanes first, then the
+/// tail with the same lane for each index. f adds value i to its lane's partial sums.
+template <class F>
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_lane_each(std::size_t inner, F&& f) {
     constexpr std::size_t L = batch_norm_lanes;
     std::size_t i = 0;
     for (; i + L <= inner; i += L)
-        for (std::size_t j = 0; j < L; ++j) batch_norm_lane_add<Deviations>(s[j], static_cast<double>(p[i + j]), mean);
+        for (std::size_t j = 0; j < L; ++j) f(i + j, j);
     for (std::size_t j = 0; j < L; ++j)
-        if (i + j < inner) batch_norm_lane_add<Deviations>(s[j], static_cast<double>(p[i + j]), mean);
+        if (i + j < inner) f(i + j, j);
+}
+
+/// s[i % lanes] += p[i], or (Deviations) its squared deviation from mean, for the `inner` values of p.
+template <bool Deviations, class T>
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_lane_sums(const T* p, std::size_t inner, double mean, double* s) {
+    batch_norm_lane_each(inner, [&](std::size_t i, std::size_t j) {
+        if constexpr (Deviations) {
+            const double d = static_cast<double>(p[i]) - mean;
+            s[j] += d * d;
+        } else {
+            s[j] += static_cast<double>(p[i]);
+        }
+    });
 }
 
 /// Mean and biased variance (in double, in the lanes' fixed order) of channel c of x (n, channels,
@@ -247,21 +249,12 @@ OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_backward_channel(std::size_t n
     for (std::size_t b = 0; b < n; ++b) {
         const T* p = x + (b * channels + c) * inner;
         const T* g = dy + (b * channels + c) * inner;
-        std::size_t i = 0;
-        for (; i + L <= inner; i += L)
-            for (std::size_t j = 0; j < L; ++j) {
-                const double d = static_cast<double>(p[i + j]) - mean, gd = static_cast<double>(g[i + j]);
-                q[j] += d * d;
-                sg[j] += gd;
-                sgd[j] += gd * d;
-            }
-        for (std::size_t j = 0; j < L; ++j)
-            if (i + j < inner) {
-                const double d = static_cast<double>(p[i + j]) - mean, gd = static_cast<double>(g[i + j]);
-                q[j] += d * d;
-                sg[j] += gd;
-                sgd[j] += gd * d;
-            }
+        batch_norm_lane_each(inner, [&](std::size_t i, std::size_t j) {
+            const double d = static_cast<double>(p[i]) - mean, gd = static_cast<double>(g[i]);
+            q[j] += d * d;
+            sg[j] += gd;
+            sgd[j] += gd * d;
+        });
     }
     const double var = train ? batch_norm_lane_total(q) / m : static_cast<double>(running_var[c]);
     const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
