@@ -7,6 +7,13 @@
 # and bf16); then prints one summary table. Logs go to build/gpu_check/ (OAR_GPU_LOGS overrides).
 #
 #   scripts/gpu_check.sh            # OAR_JOBS (default: all cores), OAR_GPU_EPOCHS (default 1)
+#   scripts/gpu_check.sh --prebuilt build/gpu
+#
+# --prebuilt DIR skips the build and uses DIR, a build tree of this source made on another machine
+# (targets cuda_gpu_kernels cuda_gpu_network cuda_gpu_train cuda_gpu_train_mnist train_mnist
+# bench_train_gpu), for a GPU machine that lacks the build's dependencies. Its ctest files and test
+# programs name absolute paths, so DIR must sit where it was built (a link will do), with data/mnist
+# staged beside it and the libraries it links on LD_LIBRARY_PATH.
 #
 # Exit status: 0 when every row passed, 1 when one failed, 77 when no GPU is visible (nothing was
 # checked; the emulated-launch tests of the normal suite stay the proof of the kernel math).
@@ -14,6 +21,13 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 build=build/release
+prebuilt=0
+if [[ "${1:-}" == --prebuilt ]]; then
+  [[ -n "${2:-}" && -d "$2" ]] || { echo "[gpu_check] --prebuilt: no build tree at '${2:-}'" >&2; exit 2; }
+  build="$2"; prebuilt=1
+elif (($# > 0)); then
+  echo "[gpu_check] unknown argument '$1' (only --prebuilt DIR)" >&2; exit 2
+fi
 logs="${OAR_GPU_LOGS:-build/gpu_check}"
 jobs="${OAR_JOBS:-$(nproc)}"
 epochs="${OAR_GPU_EPOCHS:-1}"
@@ -50,7 +64,15 @@ cat "$logs/gpus.txt"
 
 # 1. Build (setup stages data/mnist; the release preset builds the nvcc targets when nvcc is found).
 t0=$SECONDS
-if scripts/setup.sh >"$logs/setup.log" 2>&1 && cmake --preset release >"$logs/configure.log" 2>&1 &&
+if ((prebuilt)); then
+  if [[ -d "$data" ]]; then
+    row "build (prebuilt: $build)" passed "built elsewhere; $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1) driver"
+  else
+    row "build (prebuilt: $build)" failed "no $data beside it"
+    table
+    exit 1
+  fi
+elif scripts/setup.sh >"$logs/setup.log" 2>&1 && cmake --preset release >"$logs/configure.log" 2>&1 &&
    cmake --build --preset release -j"$jobs" >"$logs/build.log" 2>&1; then
   row "build (release preset, nvcc sm_80 + sm_90)" passed "$((SECONDS - t0)) s"
 else

@@ -12,12 +12,13 @@
 // the 60 (kImages), i.e. |accuracy difference| <= 1/60.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
-#include <cmath>    // std::abs
-#include <regex>    // std::regex: the result and epoch lines
-#include <sstream>  // std::istringstream
-#include <string>   // std::string
-#include <utility>  // std::pair
-#include <vector>   // std::vector
+#include <cmath>       // std::abs
+#include <filesystem>  // std::filesystem: the checkpoint folders
+#include <regex>       // std::regex: the result and epoch lines
+#include <sstream>     // std::istringstream
+#include <string>      // std::string
+#include <utility>     // std::pair
+#include <vector>      // std::vector
 
 #include "support/process.hpp"    // oar_test::run_command
 #include "support/temp_dir.hpp"   // oar_test::TempDir
@@ -92,7 +93,44 @@ TEST_CASE("train_mnist --device gpu names what the GPU run does not support, wit
     CHECK(linear.status == 2);
     CHECK(linear.output.find("--model linear --device gpu: the regressors' MSE loss has no GPU version yet") !=
           std::string::npos);
-    const oar_test::Run ckpt = oar_test::run_command(base + " --checkpoint-dir " + (tmp.path / "ck").string() + " 2>&1");
-    CHECK(ckpt.status == 2);
-    CHECK(ckpt.output.find("checkpoints of a network on the GPU are not supported yet") != std::string::npos);
+}
+
+// A GPU run's checkpoints are the CPU run's files (fp32 safetensors + state): one epoch on the GPU,
+// then the second epoch resumed from that checkpoint on the GPU and, from a copy, on the CPU. Both
+// end where the uninterrupted 2-epoch GPU run ends, within the summation-order tolerance above
+// (the same 16 steps as the first case).
+TEST_CASE("train_mnist --device gpu --checkpoint-dir: the checkpoint resumes on the GPU and on the CPU") {
+    oar_test::TempDir tmp;
+    oar_test::write_toy_mnist_set(tmp.path, "train", 240);
+    oar_test::write_toy_mnist_set(tmp.path, "t10k", kImages);
+    const std::string args = std::string(TRAIN_MNIST) + " --data " + tmp.path.string() +
+                             " --model cnn --batch-size 32 --lr 0.0003 --seed 3 --log-every 0";
+    const auto dir = [&](const char* name) { return (tmp.path / name).string(); };
+    const oar_test::Run whole = oar_test::run_command(args + " --device gpu --epochs 2 --checkpoint-dir " + dir("a") + " 2>&1");
+    const oar_test::Run first = oar_test::run_command(args + " --device gpu --epochs 1 --checkpoint-dir " + dir("b") + " 2>&1");
+    INFO(whole.output);
+    INFO(first.output);
+    REQUIRE(whole.status == 0);
+    REQUIRE(first.status == 0);
+    CHECK(std::filesystem::exists(tmp.path / "b" / "latest.safetensors"));
+    std::filesystem::copy(tmp.path / "b", tmp.path / "c", std::filesystem::copy_options::recursive);
+    const oar_test::Run rest_gpu =
+        oar_test::run_command(args + " --device gpu --epochs 2 --checkpoint-dir " + dir("b") + " --resume latest 2>&1");
+    const oar_test::Run rest_cpu =
+        oar_test::run_command(args + " --device cpu --epochs 2 --checkpoint-dir " + dir("c") + " --resume latest 2>&1");
+    INFO(rest_gpu.output);
+    INFO(rest_cpu.output);
+    REQUIRE(rest_gpu.status == 0);
+    REQUIRE(rest_cpu.status == 0);
+    CHECK(rest_gpu.output.find("resumed from " + dir("b") + "/latest: epoch 1") != std::string::npos);
+    CHECK(rest_cpu.output.find("resumed from " + dir("c") + "/latest: epoch 1") != std::string::npos);
+    const Parsed w = parse(whole.output), g = parse(rest_gpu.output), c = parse(rest_cpu.output);
+    REQUIRE(w.train_loss.size() == 2);
+    REQUIRE(g.train_loss.size() == 1);  // the resumed runs train and print the second epoch only
+    REQUIRE(c.train_loss.size() == 1);
+    for (const Parsed* r : {&g, &c}) {
+        CHECK(std::abs(r->train_loss[0] - w.train_loss[1]) <= kTol);
+        CHECK(std::abs(r->valid_loss[0] - w.valid_loss[1]) <= kTol);
+        CHECK(std::abs(r->test_accuracy - w.test_accuracy) <= 1.0 / kImages + 1e-9);
+    }
 }
