@@ -41,6 +41,7 @@
 #include <algorithm>   // std::max
 #include <cmath>       // std::fabs, std::ldexp, std::sqrt
 #include <cstdint>     // std::int64_t
+#include <cstdlib>     // std::getenv, setenv, unsetenv: OAR_BF16_CONV_UNITS
 #include <cstring>     // std::memcmp
 #include <filesystem>  // std::filesystem::temp_directory_path
 #include <span>        // std::span
@@ -289,10 +290,39 @@ TEST_CASE("bf16_mixed Conv2D (and its fused ReLU): fp32 sums of the bf16-rounded
             continue;
         }
         set_cpu_isa(isa);
+        set_conv_bf16_units(true);
         INFO("Conv2D on the bf16 route of ", cpu_isa_name(isa));
         precision_test::check_conv2d_bf16_mixed();
+        set_conv_bf16_units(default_conv_bf16_units());
         set_cpu_isa(default_cpu_isa());
     }
+}
+
+TEST_CASE("OAR_BF16_CONV_UNITS sets the bf16 convolution switch's default (0 or 1, else off) and any other value is a clear error") {
+    const char* was = std::getenv("OAR_BF16_CONV_UNITS");
+    const std::string saved = was ? was : "";
+    unsetenv("OAR_BF16_CONV_UNITS");
+    CHECK_FALSE(default_conv_bf16_units());
+    setenv("OAR_BF16_CONV_UNITS", "", 1);
+    CHECK_FALSE(default_conv_bf16_units());
+    setenv("OAR_BF16_CONV_UNITS", "1", 1);
+    CHECK(default_conv_bf16_units());
+    setenv("OAR_BF16_CONV_UNITS", "0", 1);
+    CHECK_FALSE(default_conv_bf16_units());
+    for (const char* bad : {"on", "01", "2", " 1", "0 ", "-1"}) {
+        setenv("OAR_BF16_CONV_UNITS", bad, 1);
+        CHECK_THROWS_WITH_AS(default_conv_bf16_units(), doctest::Contains("OAR_BF16_CONV_UNITS: expected 0 or 1, got"),
+                             value_error);
+    }
+    if (was)
+        setenv("OAR_BF16_CONV_UNITS", saved.c_str(), 1);
+    else
+        unsetenv("OAR_BF16_CONV_UNITS");
+    set_conv_bf16_units(true);
+    CHECK(conv_bf16_units());
+    set_conv_bf16_units(false);
+    CHECK_FALSE(conv_bf16_units());
+    set_conv_bf16_units(default_conv_bf16_units());
 }
 
 namespace precision_test {

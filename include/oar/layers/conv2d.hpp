@@ -12,9 +12,9 @@
 // x, the weights and dy rounded to bf16 (copies in thread-local scratch: the forward rounds x a
 // chunk of samples at a time, and backward_relu rounds dy in place, as it overwrites dy anyway)
 // and compute in fp32, the bias gradient included (it sums the rounded dy); the bias stays fp32.
-// Where the CPU has AVX512-BF16 or AMX, the products run on them instead (Context::mixed_conv_*,
-// kernels/cpu/conv_bf16.hpp: im2col + gemm_bf16 on operands packed to bf16 once), ReLU and tails
-// applied after the convolution.
+// Where the CPU has AVX512-BF16 or AMX and conv_bf16_units() is on (off by default: it is slower so
+// far), the products run on those units instead (Context::mixed_conv_*, kernels/cpu/conv_bf16.hpp:
+// im2col + gemm_bf16 on operands packed to bf16 once), ReLU and tails applied after the convolution.
 // On a Bf16Backend (oar::cuda) the Conv2D kernels' bf16_mixed overloads do the same with bf16
 // GEMMs (the operands packed to bf16 inside; dy rounded first, so the bias gradient sums the
 // rounded dy there too).
@@ -30,7 +30,7 @@
 #include "../core/cpu_isa.hpp"         // active_cpu_isa: the bf16 route
 #include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
 #include "../core/bf16.hpp"            // round_to_bf16: mixed precision's operands
-#include "../core/precision.hpp"       // bf16_chunk_values; bf16_mixed, Bf16Backend: the mixed kernels off the CPU
+#include "../core/precision.hpp"       // bf16_chunk_values, conv_bf16_units; bf16_mixed, Bf16Backend: the mixed kernels off the CPU
 #include "../kernels/cpu/conv.hpp"     // op::conv2d_forward / conv2d_backward on cpu, ConvGeometry
 #include "../kernels/cpu/scratch.hpp"  // cpu_detail::scratch: the rounded copies
 
@@ -218,12 +218,13 @@ private:
     using slot = cpu_detail::scratch_slot;
     static constexpr std::size_t weight_size = OutC * InC * K.h * K.w;
     static constexpr std::size_t out_size(Dims in) { return output_dims(in).size(); }
-    /// Whether the bf16 route runs: the policy set it (Context::mixed_conv_forward) and the active
-    /// ISA has bf16 product units (AVX512-BF16 or AMX); otherwise the fp32 kernels on rounded copies.
+    /// Whether the bf16 route runs: the policy set it (Context::mixed_conv_forward), the switch is on
+    /// (conv_bf16_units, core/precision.hpp) and the active ISA has bf16 product units (AVX512-BF16 or
+    /// AMX); otherwise the fp32 kernels on rounded copies.
     template <class C>
     static bool bf16_units(const C& ctx) {
         const cpu_isa isa = active_cpu_isa();
-        return ctx.mixed_conv_forward && (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx);
+        return ctx.mixed_conv_forward && conv_bf16_units() && (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx);
     }
     /// v[0, size) rounded to bf16, in this thread's scratch for Slot (mixed precision's operands).
     template <slot Slot>

@@ -225,10 +225,18 @@ TEST_CASE("bf16 conv route on the real AVX512-BF16 and AMX units: within k 2^-8 
             continue;
         }
         oar::set_cpu_isa(isa);
+        oar::set_conv_bf16_units(false);
+        CHECK_FALSE(oar::conv_bf16_applies());  // the switch is off: Conv2D keeps the fp32 kernels
+        oar::set_conv_bf16_units(true);
         CHECK(oar::conv_bf16_applies());
         test_conv_bf16_route(&oar::gemm_bf16, std::string(oar::cpu_isa_name(isa)), true);
+        oar::set_conv_bf16_units(oar::default_conv_bf16_units());
         oar::set_cpu_isa(oar::default_cpu_isa());
     }
-    CHECK(oar::conv_bf16_applies() == (oar::active_cpu_isa() == oar::cpu_isa::avx512_bf16 ||
-                                       oar::active_cpu_isa() == oar::cpu_isa::amx));
+    const bool units = oar::active_cpu_isa() == oar::cpu_isa::avx512_bf16 || oar::active_cpu_isa() == oar::cpu_isa::amx;
+    for (bool on : {false, true}) {
+        oar::set_conv_bf16_units(on);
+        CHECK(oar::conv_bf16_applies() == (on && units));
+    }
+    oar::set_conv_bf16_units(oar::default_conv_bf16_units());
 }

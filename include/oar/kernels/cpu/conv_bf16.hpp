@@ -3,7 +3,7 @@
 // bf16 (nearest, ties to even) and packed as bf16 once: the weights once per call, each sample's
 // column matrix and dy once, shared by the input and weight gradients. Sums are fp32. Not part of
 // oar.hpp: a bf16_mixed Network's Conv2D layers run it (through Context::mixed_conv) where the CPU
-// has AVX512-BF16 or AMX (conv_bf16_applies); elsewhere Conv2D keeps the fp32 kernels on rounded
+// has AVX512-BF16 or AMX and conv_bf16_units() is on (conv_bf16_applies); elsewhere Conv2D keeps the fp32 kernels on rounded
 // copies. The GEMM is a parameter (gemm_bf16 by default) so the route can run on any bf16 body.
 // - forward: y_s = bias + W (out_c, C*KH*KW) col_s (C*KH*KW, OH*OW), samples in parallel;
 // - input gradient: dcol_s = W^T dy_s, then col2im into dx_s, samples in parallel;
@@ -31,10 +31,11 @@ namespace oar {
 using gemm_bf16_fn = void (*)(Trans, Trans, std::size_t, std::size_t, std::size_t, float, const bf16*, std::size_t,
                               const bf16*, std::size_t, float, float*, std::size_t);
 
-/// Whether Conv2D's bf16 route runs on this CPU: the active ISA has bf16 product units.
+/// Whether Conv2D's bf16 route runs on this CPU: the switch is on (conv_bf16_units) and the active
+/// ISA has bf16 product units.
 inline bool conv_bf16_applies() {
     const cpu_isa isa = active_cpu_isa();
-    return isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx;
+    return conv_bf16_units() && (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx);
 }
 
 namespace cpu_detail {
