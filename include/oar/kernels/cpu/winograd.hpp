@@ -13,8 +13,9 @@
 // kernels are compiled for each, isa/winograd_body.inc, and the CPU's best runs) is interleaved
 // (C, Hq, Wq, L) with its zero padding, so every transform is plain vector arithmetic; the sum
 // over channels is, for each of the 36 points, a small GEMM (M x C) x (C x tiles*L) on
-// micro-tiles. Work is split by (group, tile row) on the default pool; every output is computed
-// by one task in a fixed order, so the bits do not depend on the thread count.
+// micro-tiles. Work is split by (group, band of tile rows) on the default pool, each task
+// interleaving its band's input rows itself; every output is computed by one task in a fixed
+// order, so the bits do not depend on the thread count.
 // Rounding: the weight transform is done in double and rounded once; the input and output
 // transforms add at most a few ulps of the largest input times 25 (|B^T| <= 5 per pass), times the
 // output transform's gain (up to 18 per pass for 4x4 tiles, whose outputs therefore carry larger
