@@ -787,3 +787,60 @@ TEST_CASE("the fold's bound is tight enough to reject a broken fold") {
     CHECK(within_fold_bound(out, u, z, u, s, 64));
     CHECK(zz == z);  // without a bias, z is only read
 }
+
+TEST_CASE("eval-mode forwards reuse packed Linear weights only while the parameters are unchanged") {
+    // Linears wide enough for the tiled GEMM (the path that packs the weight); train-mode forwards
+    // (no Dropout here, so the same function) never use the packed copies: they are the reference.
+    using Seq = Sequential<Flatten, Linear<60, 48>, ReLU, Linear<48, 40>, Sigmoid, Linear<40, 10>>;
+    Network<Seq, Shape<60>> net(3);
+    Tensor x(7, make_dims(60));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float((i * 37) % 101) / 50.0f - 1.0f;
+    const auto out = [&](Mode m) {
+        m == Mode::eval ? net.eval() : net.train();
+        const auto y = net.forward(x);
+        return std::vector<float>(y.data(), y.data() + y.size());
+    };
+    const auto check_eval = [&](const char* what) {
+        INFO(what);
+        const auto e1 = out(Mode::eval), e2 = out(Mode::eval), t = out(Mode::train);
+        CHECK(e1 == t);
+        CHECK(e2 == t);
+        return t;
+    };
+    const auto fresh = check_eval("fresh network");
+    auto before = fresh;
+    net.parameters().values()[net.parameters().entry("1.weight").offset + 5] += 0.5f;  // a write through values()
+    auto after = check_eval("after a write through values()");
+    CHECK(after != before);
+    before = after;
+    {
+        auto w = net.parameters().value(net.parameters().entry("3.weight"));
+        for (float& v : w) v *= -1.0f;
+    }
+    after = check_eval("after a write through value(entry)");
+    CHECK(after != before);
+    before = after;
+    Adam opt(net.parameters(), {.learning_rate = 0.05f});
+    CrossEntropyLoss<> ce;
+    const std::vector<std::int64_t> y = {0, 1, 2, 3, 4, 5, 6};
+    ce(net.forward(x), y);
+    net.backward(ce.backward());
+    opt.step();
+    after = check_eval("after an optimizer step");
+    CHECK(after != before);
+    before = after;
+    const Network<Seq, Shape<60>> initial(3);  // the fresh network's weights
+    net.load_state_dict(initial.state_dict());
+    after = check_eval("after load_state_dict");
+    CHECK(after == fresh);
+    before = after;
+    std::vector<float> host(net.parameters().host_values().begin(), net.parameters().host_values().end());
+    host[net.parameters().entry("5.weight").offset + 3] += 1.0f;
+    net.parameters().upload_values(host);
+    after = check_eval("after upload_values");
+    CHECK(after != before);
+    Network<Seq, Shape<60>> copy(net);  // its own buffer and cache: its eval forward is the original's
+    copy.eval();
+    const auto yc = copy.forward(x);
+    CHECK(std::vector<float>(yc.data(), yc.data() + yc.size()) == after);
+}

@@ -15,6 +15,9 @@ namespace oar {
 
 enum class Mode { train, eval };
 
+template <class T>
+class gemm_pack_cache;  // kernels/cpu/gemm.hpp
+
 template <Backend B>
 struct Context {
     using backend = B;
@@ -31,6 +34,11 @@ struct Context {
     /// kept from forward to its backward (a block's inner activations; see Layer)
     value_type* saved = nullptr;
     std::size_t workspace_size = 0;
+    /// On the CPU in evaluation mode (set by Network): where layers keep packed copies of their
+    /// weights between forwards, valid while param_version (the parameter buffer's count of
+    /// writes, basic_parameter_set::version) stays the same; null otherwise.
+    gemm_pack_cache<value_type>* packed_weights = nullptr;
+    std::uint64_t param_version = 0;
     /// Under a mixed-precision policy (core/precision.hpp; set by Network from its type): the GEMM
     /// that Linear runs instead of kernel<op::gemm> (float operands, rounded to bf16 inside: the
     /// CPU's precision_gemm, a Bf16Backend's kernel<op::gemm_bf16>), and the sign for Conv2D to

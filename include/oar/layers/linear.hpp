@@ -50,8 +50,7 @@ struct Linear {
     template <Backend B, class T = typename B::value_type>
     void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
         const std::size_t rows = n * (in.size() / In);
-        const T* w = ctx.params;  // (In, Out)
-        matmul(ctx, Trans::no, Trans::no, rows, Out, In, T(1), x, In, w, Out, T(0), y, Out);  // (rows,In)x(In,Out)
+        forward_product(ctx, rows, x, y);
         kernel<op::bias_add, B>::run(y, ctx.params + bias_offset, rows, Out, 1);
     }
 
@@ -73,7 +72,7 @@ struct Linear {
     void forward_map(Context<B>& ctx, Dims in, const T* x, T* z, T* y, std::size_t n, const F& f, const T* scale,
                      const T* shift) const {
         const std::size_t rows = n * (in.size() / In);
-        matmul(ctx, Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out, T(0), z, Out);
+        forward_product(ctx, rows, x, z);
         kernel<op::bias_map, B>::run(f, static_cast<const T*>(ctx.params + bias_offset), scale, shift, z, y, rows, Out,
                                      1);
     }
@@ -85,7 +84,7 @@ struct Linear {
     void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
         using B = basic_cpu<T>;
         const std::size_t rows = n * (in.size() / In);
-        matmul(ctx, Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out, T(0), y, Out);
+        forward_product(ctx, rows, x, y);
         kernel<op::bias_relu, B>::run(y, ctx.params + bias_offset, rows, Out, 1);
     }
     /// The backward of this layer and the ReLU after it: y is the ReLU's output, dy the gradient of
@@ -98,6 +97,16 @@ struct Linear {
     }
 
 private:
+    /// y = x W, (rows, In) x (In, Out): on the CPU in evaluation mode with W packed once and kept in
+    /// the context's cache until the parameters change (the same bits as packing it every call).
+    template <Backend B, class T>
+    static void forward_product(Context<B>& ctx, std::size_t rows, const T* x, T* y) {
+        if constexpr (std::same_as<B, basic_cpu<T>>)
+            if (ctx.packed_weights && !ctx.mixed_gemm)
+                return ctx.packed_weights->gemm(Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out,
+                                                T(0), y, Out, ctx.param_version);
+        matmul(ctx, Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out, T(0), y, Out);
+    }
     /// kernel<op::gemm, B>, or the precision policy's GEMM where the network set one.
     template <Backend B, class T>
     static void matmul(const Context<B>& ctx, Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K,

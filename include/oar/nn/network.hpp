@@ -57,6 +57,7 @@
 #include "../core/layer_concepts.hpp"  // ParametricLayer
 #include "../core/precision.hpp"       // fp32, bf16_mixed, precision_gemm
 #include "../core/tensor.hpp"          // TensorView, MutableTensorView
+#include "../kernels/cpu/gemm.hpp"     // gemm_pack_cache: eval-mode packed weights
 #include "../kernels/cpu/storage.hpp"  // storage<cpu>
 #include "../kernels/expr.hpp"         // expr::chain, expr::then: runs of elementwise layers
 #include "init.hpp"                    // initialize
@@ -329,6 +330,10 @@ private:
         fused_forward_ = !observed;
         materialized_ = false;
         folded_ = !observed && has_fold_ && mode_ == Mode::eval;
+        if constexpr (host_cpu) {  // eval mode: weights packed once, until the parameters change
+            ctx_.packed_weights = mode_ == Mode::eval ? &packed_ : nullptr;
+            ctx_.param_version = params_.version();
+        }
         for_each_layer([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
             enter_layer(I);
             if constexpr (!observed && fused_relu_at<I>) {
@@ -464,7 +469,7 @@ private:
     /// Points the context at layer I's blocks of the flat buffers (the layer's views).
     void enter_layer(std::size_t i) {
         ctx_.layer_index = i;
-        ctx_.params = params_.values().data() + info::param_offsets[i];
+        ctx_.params = std::as_const(params_).values().data() + info::param_offsets[i];  // a read: no version bump
         ctx_.grads = params_.grads().data() + info::param_offsets[i];
         ctx_.buffers = params_.buffers().data() + info::buffer_offsets[i];
         ctx_.saved = acts_.data() + (info::output_floats + info::arena_offsets[i]) * capacity_;
@@ -843,6 +848,10 @@ private:
     std::tuple<Ls...> layers_{};
     parameter_set params_;
     Context<B> ctx_{};
+    static constexpr bool host_cpu = std::same_as<B, basic_cpu<value_type>>;
+    struct no_pack_cache {};
+    /// The packed weights of eval-mode forwards on the CPU (ctx_.packed_weights); empty in a copy.
+    [[no_unique_address]] std::conditional_t<host_cpu, gemm_pack_cache<value_type>, no_pack_cache> packed_;
     Mode mode_ = Mode::train;
     std::uint64_t step_ = 0;
     std::uint64_t last_step_ = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>    // std::size_t
+#include <cstdint>    // std::uint64_t: version()
 #include <map>        // std::map for load_state_dict
 #include <span>       // std::span
 #include <string>     // std::string
@@ -57,7 +58,13 @@ public:
           state_entries_(std::move(state_entries)) {}
 
     /// The whole flat buffers, alignment padding included (padding stays zero). B's memory.
-    std::span<T> values() { return {values_.data(), values_.size()}; }
+    /// Every non-const access to the values (values(), value(e), the loads) counts as a write in
+    /// version(): a span kept from an earlier call and written later is not seen (call
+    /// values() again, or touch(), after such a write).
+    std::span<T> values() {
+        ++version_;
+        return {values_.data(), values_.size()};
+    }
     std::span<const T> values() const { return {values_.data(), values_.size()}; }
     std::span<T> grads() { return {grads_.data(), grads_.size()}; }
     std::span<const T> grads() const { return {grads_.data(), grads_.size()}; }
@@ -92,7 +99,15 @@ public:
     }
 
     /// One tensor's block of values() / grads() (B's memory).
-    std::span<T> value(const ParamEntry& e) { return {values_.data() + e.offset, e.size}; }
+    std::span<T> value(const ParamEntry& e) {
+        ++version_;
+        return {values_.data() + e.offset, e.size};
+    }
+    /// Count of (possible) writes to the values so far: what a packed copy of a weight checks
+    /// (kernels/cpu/gemm.hpp: gemm_pack_cache).
+    std::uint64_t version() const { return version_; }
+    /// Counts a write made through a span kept from an earlier values() or value(e).
+    void touch() { ++version_; }
     std::span<const T> value(const ParamEntry& e) const { return {values_.data() + e.offset, e.size}; }
     std::span<T> grad(const ParamEntry& e) { return {grads_.data() + e.offset, e.size}; }
     std::span<const T> grad(const ParamEntry& e) const { return {grads_.data() + e.offset, e.size}; }
@@ -151,6 +166,7 @@ public:
                 for (const auto& e : state_entries_) known = known || e.key == s.key;
                 if (!known) throw value_error(detail::concat("load_state_dict: unexpected key '", s.key, "'"));
             }
+        ++version_;
         for (const auto& e : entries_) {
             const auto& src = by_key.at(e.key)->values;
             store::upload(values_.data() + e.offset, src.data(), src.size());
@@ -165,6 +181,7 @@ public:
     void upload_values(std::span<const T> host) {
         if (host.size() != values_.size())
             throw shape_error(detail::concat("upload_values: ", host.size(), " values for a buffer of ", values_.size()));
+        ++version_;
         store::upload(values_.data(), host.data(), host.size());
     }
 
@@ -183,6 +200,7 @@ private:
     }
 
     buffer values_;
+    std::uint64_t version_ = 0;  ///< see version()
     buffer grads_;
     buffer state_;
     std::vector<ParamEntry> entries_;

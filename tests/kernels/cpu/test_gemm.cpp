@@ -385,3 +385,62 @@ TEST_CASE("gemm matches a naive triple loop on every shape the course's models c
     }
     });
 }
+
+TEST_CASE("gemm_pack_cache gives the bits of gemm on every ISA, path and thread count, and packs once per version") {
+    // (M, N, K): M = 1 and 20 (B otherwise read in place), 100 and 130 (packed, row blocks), N with
+    // and without a partial panel, K over one and several K blocks, narrow N (B read directly).
+    constexpr std::size_t shapes[][3] = {{1, 512, 784}, {20, 70, 300}, {100, 512, 784}, {130, 65, 513}, {33, 7, 64}};
+    for_each_isa([&] {
+        for (std::size_t threads : {1u, 2u})
+            for (Trans ta : both)
+                for (Trans tb : both)
+                    for (const auto& sh : shapes) {
+                        oar::set_num_threads(threads);
+                        const std::size_t M = sh[0], N = sh[1], K = sh[2], pad = 3;
+                        const std::size_t lda = (ta == Trans::no ? K : M) + pad, ldb = (tb == Trans::no ? N : K) + pad;
+                        const auto a = oar_test::random_vector<float>((ta == Trans::no ? M : K) * lda, 7);
+                        const auto b = oar_test::random_vector<float>((tb == Trans::no ? K : N) * ldb, 8);
+                        std::vector<float> want(M * N, 0.25f), got(M * N, 0.25f);
+                        oar::kernel<oar::op::gemm, oar::cpu>::run(ta, tb, M, N, K, 1.0f, a.data(), lda, b.data(), ldb,
+                                                                  0.5f, want.data(), N);
+                        oar::gemm_pack_cache<float> cache;
+                        cache.gemm(ta, tb, M, N, K, 1.0f, a.data(), lda, b.data(), ldb, 0.5f, got.data(), N, 1);
+                        INFO("threads=" << threads << " ta=" << int(ta == Trans::yes) << " tb=" << int(tb == Trans::yes)
+                                        << " M=" << M << " N=" << N << " K=" << K);
+                        CHECK(got == want);
+                        std::vector<float> again(M * N, 0.25f);  // second call: from the cached copy
+                        cache.gemm(ta, tb, M, N, K, 1.0f, a.data(), lda, b.data(), ldb, 0.5f, again.data(), N, 1);
+                        CHECK(again == want);
+                        CHECK(cache.packs() == 1);
+                    }
+    });
+    oar::set_num_threads(oar::default_thread_count());
+}
+
+TEST_CASE("gemm_pack_cache packs again when B's version, address, shape or the ISA changes") {
+    constexpr std::size_t M = 40, N = 64, K = 50;
+    auto a = oar_test::random_vector<float>(M * K, 1), b = oar_test::random_vector<float>(K * N, 2);
+    oar::gemm_pack_cache<float> cache;
+    std::vector<float> c(M * N), want(M * N);
+    const auto run = [&](std::uint64_t version, std::size_t n) {
+        cache.gemm(Trans::no, Trans::no, M, n, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N, version);
+        oar::kernel<oar::op::gemm, oar::cpu>::run(Trans::no, Trans::no, M, n, K, 1.0f, a.data(), K, b.data(), N, 0.0f,
+                                                  want.data(), N);
+        CHECK(c == want);
+    };
+    run(1, N);
+    CHECK(cache.packs() == 1);
+    b[5] += 1.0f;  // a write to B, announced by its next version
+    run(2, N);     // the new version: packed again, B's new values used
+    CHECK(cache.packs() == 2);
+    run(2, N);
+    CHECK(cache.packs() == 2);
+    run(2, N - 16);  // another shape of the same B
+    CHECK(cache.packs() == 3);
+    std::size_t isas = 0;
+    for_each_isa([&] {
+        run(2, N - 16);
+        ++isas;
+    });
+    CHECK(cache.packs() >= 3 + isas - 1);
+}

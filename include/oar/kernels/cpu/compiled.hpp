@@ -23,6 +23,10 @@ namespace oar::cpu_detail {
 #define OAR_INSTANTIATE_KERNELS(T)                                                                                  \
     template void gemm_at_active_isa<T>(Trans, Trans, std::size_t, std::size_t, std::size_t, T, const T*,           \
                                         std::size_t, const T*, std::size_t, T, T*, std::size_t);                    \
+    template void gemm_prepacked_at_active_isa<T>(Trans, Trans, std::size_t, std::size_t, std::size_t, T, const T*, \
+                                                  std::size_t, const T*, std::size_t, T, T*, std::size_t, const T*);   \
+    template std::size_t gemm_packed_b_size_at_active_isa<T>(std::size_t, std::size_t);                             \
+    template void gemm_pack_b_at_active_isa<T>(Trans, std::size_t, std::size_t, const T*, std::size_t, T*);          \
     template void conv2d_forward_batch<false, T>(const ConvGeometry&, std::size_t, std::size_t, const T*, const T*, \
                                                  const T*, T*, sample_post);                                        \
     template void conv2d_forward_batch<true, T>(const ConvGeometry&, std::size_t, std::size_t, const T*, const T*,  \

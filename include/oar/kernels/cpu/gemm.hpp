@@ -16,6 +16,8 @@
 #include <algorithm>  // std::fill, std::min
 #include <cmath>      // std::fma: the narrow paths' scalar epilogues
 #include <cstddef>    // std::size_t
+#include <cstdint>    // std::uint64_t: gemm_pack_cache's versions
+#include <vector>     // std::vector: gemm_pack_cache's entries
 #include <type_traits>  // std::integral_constant: compile-time row indices
 #include <utility>      // std::index_sequence
 
@@ -48,7 +50,85 @@ void gemm_at_active_isa(Trans ta, Trans tb, std::size_t M, std::size_t N, std::s
     OAR_ISA_DISPATCH(gemm_run<T>, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
 }
 #endif
+
+/// gemm_at_active_isa with op(B) already packed by gemm_pack_b_at_active_isa at the same ISA (`pre`);
+/// B is still read by the narrow paths. The same bits as gemm_at_active_isa.
+template <class T>
+void gemm_prepacked_at_active_isa(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
+                                  const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
+                                  std::size_t ldc, const T* pre);
+/// Values gemm_pack_b_at_active_isa writes for a K x N op(B).
+template <class T>
+std::size_t gemm_packed_b_size_at_active_isa(std::size_t K, std::size_t N);
+/// Packs the whole op(B) (K x N) into the layout the active ISA's tiles read.
+template <class T>
+void gemm_pack_b_at_active_isa(Trans tb, std::size_t K, std::size_t N, const T* B, std::size_t ldb, T* out);
+#if !OAR_EXTERN_KERNELS
+template <class T>
+void gemm_prepacked_at_active_isa(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
+                                  const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
+                                  std::size_t ldc, const T* pre) {
+    OAR_ISA_DISPATCH(gemm_run<T>, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pre)
+}
+template <class T>
+std::size_t gemm_packed_b_size_at_active_isa(std::size_t K, std::size_t N) {
+    OAR_ISA_DISPATCH(gemm_packed_b_size<T>, K, N)
+}
+template <class T>
+void gemm_pack_b_at_active_isa(Trans tb, std::size_t K, std::size_t N, const T* B, std::size_t ldb, T* out) {
+    OAR_ISA_DISPATCH(gemm_pack_b_run<T>, tb, K, N, B, ldb, out)
+}
+#endif
 }  // namespace cpu_detail
+
+/// Packed copies of GEMM right-hand operands that stay the same from call to call (a network's
+/// weights in evaluation mode): gemm(..., cache, version) packs op(B) once and reuses the copy while
+/// B's address, shape, `version` (the caller's count of writes to B) and the active ISA are those it
+/// was packed for. One per network; not shared between threads. Copies start empty.
+template <class T>
+class gemm_pack_cache {
+public:
+    gemm_pack_cache() = default;
+    gemm_pack_cache(const gemm_pack_cache&) {}
+    gemm_pack_cache& operator=(const gemm_pack_cache&) { return *this; }
+
+    /// C = alpha * op(A) op(B) + beta * C as kernel<op::gemm, cpu>::run, the same bits, with op(B)
+    /// taken from this cache (packed first where the entry for B is missing or stale).
+    void gemm(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A, std::size_t lda,
+              const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc, std::uint64_t version) {
+        cpu_detail::gemm_prepacked_at_active_isa<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                                                    packed(tb, K, N, B, ldb, version));
+    }
+    /// Times an operand was packed (a test's view of the reuse).
+    std::size_t packs() const { return packs_; }
+
+private:
+    struct entry {
+        const T* b = nullptr;
+        Trans tb = Trans::no;
+        std::size_t K = 0, N = 0, ldb = 0;
+        std::uint64_t version = 0;
+        cpu_isa isa = cpu_isa::sse2;
+        aligned_vector<T> data;
+    };
+    const T* packed(Trans tb, std::size_t K, std::size_t N, const T* B, std::size_t ldb, std::uint64_t version) {
+        const cpu_isa isa = active_vector_isa();
+        entry* e = nullptr;
+        for (auto& x : entries_)
+            if (x.b == B) e = &x;
+        if (!e) e = &entries_.emplace_back();
+        if (e->b != B || e->tb != tb || e->K != K || e->N != N || e->ldb != ldb || e->version != version ||
+            e->isa != isa) {
+            e->data.resize(cpu_detail::gemm_packed_b_size_at_active_isa<T>(K, N));
+            cpu_detail::gemm_pack_b_at_active_isa<T>(tb, K, N, B, ldb, e->data.data());
+            *e = entry{B, tb, K, N, ldb, version, isa, std::move(e->data)};
+            ++packs_;
+        }
+        return e->data.data();
+    }
+    std::vector<entry> entries_;
+    std::size_t packs_ = 0;
+};
 
 
 /// kernel<op::gemm, cpu>::run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
