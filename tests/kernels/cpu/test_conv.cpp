@@ -275,6 +275,11 @@ TEST_CASE("batch conv2d forward and backward match direct loops, with and withou
             {{4, 9, 9, 1, 2, 1}, 3, 2},       // 1x1 stride 2 with padding: zero border outputs
             {{2, 9, 7, 5, 2, 2}, 7, 2},       // 5x5 stride 2: three runs in phase 0 (two weight-gradient tiles on SSE2/AVX2)
             {{3, 6, 6, 2, 2, 0}, 4, 2},       // 2x2 stride 2: pixels each read once
+            // Rows wide enough for the stride-2 vector steps (copy_phases, conv_dx_strided) on every ISA:
+            {{16, 32, 32, 3, 2, 1}, 32, 2},   // ResNet8's stride-2 3x3 at full size
+            {{16, 32, 32, 1, 2, 0}, 32, 2},   // ResNet8's 1x1 stride-2 projection at full size
+            {{3, 21, 37, 3, 2, 0}, 5, 2},     // no padding, odd width: vector steps, then the scalar tail
+            {{2, 20, 35, 1, 2, 1}, 3, 2},     // 1x1 with padding: only the odd columns are read
         };
         for (const auto& c : cases)
             for (bool with_dx : {true, false}) {
