@@ -3,11 +3,13 @@
 // gives the outputs) instead of 100 (144): about 2.8 (4) times fewer multiply-adds than the direct
 // kernel, for the transforms' cost. Used by conv.hpp (winograd_applies) for float convolutions of
 // at least 8 input and 8 output channels: the course's second convolution, MyNet's and ResNet8's
-// 3x3 ones; forward and input gradient (the same kernel on dy with the flipped weights), and the
-// weight gradient (winograd_dw_batch, the forward's adjoint; taken for 5x5 only,
-// winograd_dw_applies). Interpolation points 0, 1, -1, 2, -2 and infinity for both (Lavin and
-// Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): one input transform B^T; the
-// output transform A^T has entries 0, +-1, +-2 (2x2 tiles) or up to +-8 (4x4 tiles).
+// 3x3 ones; forward and input gradient (the same kernel on dy with the flipped weights). The weight
+// gradient (winograd_dw_batch, the forward's adjoint) is here too, but conv.hpp does not take it:
+// its direct weight gradient measures faster on each of those shapes (docs/BENCHMARKS.md). With 2x2
+// or 4x4 output tiles an image has few tiles, and the per-group partial sums and their final pass
+// cost as much as the multiply-adds saved. Interpolation points 0, 1, -1, 2, -2 and infinity for
+// both (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): one input
+// transform B^T; the output transform A^T has entries 0, +-1, +-2 (2x2 tiles) or up to +-8 (4x4 tiles).
 //   Y = A^T [ (G w G^T) (.) (B^T d B) ] A      for each (output channel, output tile), summed over c.
 // Images are the SIMD lanes: each group of L images (16 with AVX-512, 8 with AVX2, 4 with SSE2: the
 // kernels are compiled for each, isa/winograd_body.inc, and the CPU's best runs) is interleaved
@@ -85,16 +87,6 @@ bool winograd_applies(std::size_t C, std::size_t M, std::size_t kernel, std::siz
            conv_winograd();
 }
 
-
-/// Whether conv.hpp takes Winograd's weight gradient too: for 5x5 windows. For 3x3 ones the direct
-/// weight gradient (conv.hpp's conv_dw_stride1) measures faster on the shapes of MyNet and ResNet8
-/// (docs/BENCHMARKS.md, "Winograd F(4x4, 3x3)" and "The 3x3 weight gradient as a GEMM"): with 4x4
-/// output tiles an image has few tiles, and the per-group partial sums and their final pass cost as
-/// much as the multiply-adds saved. winograd_dw_batch still computes it (tested like the 5x5 one).
-template <class T>
-bool winograd_dw_applies(std::size_t C, std::size_t M, std::size_t kernel, std::size_t stride) {
-    return kernel == 5 && winograd_applies<T>(C, M, kernel, stride);
-}
 
 /// The per-ISA kernels (isa/winograd_body.inc), called through the dispatchers below; with
 /// OAR_EXTERN_KERNELS (config.hpp) the dispatchers are only declared here and the oar::kernels
