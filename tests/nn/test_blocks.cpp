@@ -10,8 +10,9 @@
 
 #include <cmath>    // std::abs
 #include <cstddef>  // std::size_t
-#include <string>   // std::string
-#include <vector>   // std::vector
+#include <string>       // std::string
+#include <type_traits>  // std::conditional_t, std::is_void_v
+#include <vector>       // std::vector
 
 #include <oar/layers/activation.hpp>  // ReLU
 #include <oar/layers/batch_norm.hpp>  // BatchNorm2D
@@ -285,4 +286,106 @@ TEST_CASE("Dropout inside a Residual body and Concat branches: masks reproducibl
                                          Concat<1, Sequential<Conv2D<2, 2, 1>, oar::Dropout>, oar::Dropout>>,
                               oar::Shape<2, 4, 4>, oar::cpu64>;
     check_gradients<Grad>(true);
+}
+
+namespace {
+
+/// Observes nothing, but makes a network run its layers one by one (no fused pairs at its level).
+struct one_by_one {
+    void on_forward(const oar::LayerEvent&) {}
+    void on_backward(const oar::LayerEvent&) {}
+};
+
+/// Network<Sequential<Residual<Body[, Short]>, ReLU>> in training, where the block runs the sum and
+/// the ReLU in one pass and its body's BatchNorm + ReLU pairs fused (nn/blocks.hpp), against the
+/// body and the shortcut as separate networks run layer by layer, the sum, the ReLU and the
+/// gradient fan-out written out here: the output, the input gradient, every parameter gradient and
+/// the running statistics bit-equal.
+template <class Body, class Short, class In>
+void check_fused_block() {
+    constexpr bool has_short = !std::is_void_v<Short>;
+    using Block = std::conditional_t<has_short, Residual<Body, Short>, Residual<Body>>;
+    using Net = oar::Network<Sequential<Block, ReLU>, In>;
+    static_assert(Net::fuses_relu(0));  // the block runs the ReLU after it
+    Net net(3);
+    oar::Network<Body, In> body(11);
+    using ShortSeq = std::conditional_t<has_short, Short, Body>;
+    oar::Network<ShortSeq, In> shortcut(12);
+    copy_params(net, body, "0.body.");
+    if constexpr (has_short) copy_params(net, shortcut, "0.shortcut.");
+    net.train();
+    body.train();
+    shortcut.train();
+    constexpr std::size_t n = 3;
+    oar::Tensor x(n, In::dims);
+    oar_test::fill_random(x.span(), 5);
+    one_by_one obs;
+    const auto y = net.forward(x.view());
+    const auto b = body.forward(x.view(), obs);
+    const float* s = x.span().data();
+    if constexpr (has_short) s = shortcut.forward(x.view(), obs).data();
+    const oar::ReLU relu{};
+    std::vector<float> want(y.size());
+    std::size_t masked = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        want[i] = relu.fn(b[i] + s[i]);
+        masked += want[i] == 0.0f;
+    }
+    CHECK(masked > want.size() / 5);  // the ReLU masks a part
+    CHECK(std::vector<float>(y.data(), y.data() + y.size()) == want);
+
+    oar::Tensor dy(n, y.dims()), dx(n, In::dims), dxb(n, In::dims), dxs(n, In::dims), g(n, y.dims());
+    oar_test::fill_random(dy.span(), 6);
+    for (std::size_t i = 0; i < g.size(); ++i) g[i] = relu.fn.backward(want[i], want[i], dy[i]);
+    net.backward(dy.view(), dx.view());
+    body.backward(g.view(), dxb.view(), obs);
+    if constexpr (has_short) shortcut.backward(g.view(), dxs.view(), obs);
+    std::vector<float> want_dx(dx.size());
+    for (std::size_t i = 0; i < want_dx.size(); ++i) want_dx[i] = dxb[i] + (has_short ? dxs[i] : g[i]);
+    CHECK(std::vector<float>(dx.span().begin(), dx.span().end()) == want_dx);
+    auto same = [&](const auto& part, const std::string& prefix) {
+        for (const auto& e : part.parameters().entries()) {
+            INFO(prefix, e.key);
+            const auto got = net.parameters().grad(net.parameters().entry(prefix + e.key));
+            const auto ref = part.parameters().grad(e);
+            CHECK(std::vector<float>(got.begin(), got.end()) == std::vector<float>(ref.begin(), ref.end()));
+        }
+        std::size_t stats = 0, expected = 0;
+        for (const auto& e : part.state_dict()) {
+            if (e.key.find("_mean") == std::string::npos && e.key.find("_variance") == std::string::npos) continue;
+            INFO(prefix, e.key);
+            ++expected;
+            for (const auto& f : net.state_dict())
+                if (f.key == prefix + e.key) {
+                    ++stats;
+                    CHECK(std::vector<float>(f.values.begin(), f.values.end()) ==
+                          std::vector<float>(e.values.begin(), e.values.end()));
+                }
+        }
+        CHECK(stats == expected);
+    };
+    same(body, "0.body.");
+    if constexpr (has_short) same(shortcut, "0.shortcut.");
+}
+
+}  // namespace
+
+TEST_CASE("a Residual block with a ReLU after it and BatchNorm + ReLU in its body runs them fused with the unfused bits") {
+    using oar::Bias;
+    using Body = Sequential<Conv2D<4, 4, 3, 1, 1, Bias::no>, BatchNorm2D<4>, ReLU, Conv2D<4, 4, 3, 1, 1, Bias::no>, BatchNorm2D<4>>;
+    check_fused_block<Body, void, oar::Shape<4, 6, 6>>();
+    static_assert(oar::detail::chain_of<Body>::type::fuses_relu<1, oar::cpu>);  // BatchNorm + ReLU inside
+    // A BatchNorm that a Conv2D's tail takes (folded in evaluation) keeps the tail; a block fuses.
+    using Stem = oar::Network<Sequential<Conv2D<3, 4, 3, 1, 1, Bias::no>, BatchNorm2D<4>, ReLU, Residual<Body>, ReLU>,
+                              oar::Shape<3, 6, 6>>;
+    static_assert(!Stem::fuses_relu(1) && Stem::epilogue_length(0) == 2 && Stem::fuses_relu(3));
+    using Down = Sequential<Conv2D<4, 6, 3, 2, 1, Bias::no>, BatchNorm2D<6>, ReLU, Conv2D<6, 6, 3, 1, 1, Bias::no>, BatchNorm2D<6>>;
+    using Proj = Sequential<Conv2D<4, 6, 1, 2, 0, Bias::no>, BatchNorm2D<6>>;
+    check_fused_block<Down, Proj, oar::Shape<4, 6, 6>>();
+    // A body ending in a Conv2D (its ReLU epilogue is not used for the block's dy) and a ReLU
+    // ending a body (not fused: its gradient is the block's).
+    check_fused_block<Sequential<Conv2D<4, 4, 3, 1, 1>, ReLU, Conv2D<4, 4, 3, 1, 1>>, void, oar::Shape<4, 5, 5>>();
+    using EndsInRelu = Sequential<Conv2D<4, 4, 3, 1, 1>, BatchNorm2D<4>, ReLU>;
+    static_assert(!oar::detail::chain_of<EndsInRelu>::type::fuses_relu<1, oar::cpu>);
+    check_fused_block<EndsInRelu, void, oar::Shape<4, 5, 5>>();
 }

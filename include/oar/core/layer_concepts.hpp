@@ -105,6 +105,21 @@ concept BufferedLayer = Layer<L> && requires(Dims in) {
     { L::buffers(in) } -> std::same_as<std::array<ParamSpec, L::num_buffers>>;
 };
 
+/// A ReLU layer that a layer before it may fuse (layers/activation.hpp's ReLU).
+template <class L>
+concept FusableRelu = requires { requires L::fusable_relu; };
+
+/// A layer that runs a following ReLU in its epilogue on backend B: forward_relu(ctx, in, x, y, n)
+/// writes ReLU(layer(x)); backward_relu(ctx, in, x, y, dy, dx, n) takes the ReLU's output y and
+/// its gradient dy (overwritten) and does the layer's backward with dy masked. Network (nn/network.hpp) and the blocks'
+/// sequences (nn/blocks.hpp) run such a pair fused.
+template <class L, class B>
+concept ReluEpilogueLayer = requires(const L& l, Context<B>& ctx, Dims in, const typename B::value_type* x,
+                                     typename B::value_type* y, std::size_t n) {
+    l.forward_relu(ctx, in, x, y, n);
+    l.backward_relu(ctx, in, x, x, y, y, n);
+};
+
 /// True for layer types whose "weight" PyTorch stores as the transpose of oar's 2-D layout (a
 /// layer says so next to its definition: Linear, oar/layers/linear.hpp); read by the checkpoint
 /// code for WeightLayout::torch.

@@ -40,11 +40,14 @@ struct scale_down {};    // x[i] /= d, in place (gradient averaging over ranks)
 
 // joining tensors (blocks)
 struct add {};        // y[i] = a[i] + b[i] (y may be a or b): Residual's sum, gradients of a shared input
+struct add_relu {};   // y[i] = max(a[i] + b[i], 0): a Residual's sum and the ReLU after it (CPU)
 struct copy_rows {};  // dst[r * dst_stride + j] = src[r * src_stride + j], j < len: Concat's slices
 
 // normalisation
 struct batch_norm_forward {};   // per channel: batch (train) or running (eval) statistics; running ones updated in train
 struct batch_norm_backward {};  // dx, and dgamma / dbeta added
+struct batch_norm_forward_relu {};   // batch_norm_forward, then a ReLU, in one pass (CPU)
+struct batch_norm_backward_relu {};  // the ReLU's mask on dy (in place) with batch_norm_backward's pass (CPU)
 struct batch_norm_fold {};      // eval mode as y = x * scale[c] + shift[c]: the scale and shift from the running statistics
 
 // softmax and loss

@@ -199,11 +199,14 @@ OAR_HOST_DEVICE void batch_norm_fold_channel(std::size_t c, const T* gamma, cons
 
 /// BatchNorm's forward of channel c of x (n, channels, inner) into y: (x - mean) / sqrt(var + eps)
 /// * gamma + beta, with the batch's statistics in training (then running = momentum * running +
-/// (1 - momentum) * batch, the variance unbiased) and the running ones in evaluation.
+/// (1 - momentum) * batch, the variance unbiased) and the running ones in evaluation. With `relu`,
+/// a ReLU after it in the same pass: y = relu_fn's max(value, 0) of the same value, so the bits of
+/// the two layers one after the other.
 template <class T>
 OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_forward_channel(std::size_t n, std::size_t channels, std::size_t inner, std::size_t c,
                                                 const T* x, const T* gamma, const T* beta, T* running_mean,
-                                                T* running_var, bool train, float momentum, float eps, T* y) {
+                                                T* running_var, bool train, float momentum, float eps, T* y,
+                                                bool relu = false) {
     const double m = static_cast<double>(n * inner);
     double mean = 0.0, var = 0.0;
     if (train) {
@@ -221,7 +224,14 @@ OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_forward_channel(std::size_t n,
     for (std::size_t b = 0; b < n; ++b) {
         const T* p = x + (b * channels + c) * inner;
         T* q = y + (b * channels + c) * inner;
-        for (std::size_t i = 0; i < inner; ++i) q[i] = p[i] * scale + shift;
+        if (relu) {
+            for (std::size_t i = 0; i < inner; ++i) {
+                const T v = p[i] * scale + shift;
+                q[i] = v < T(0) ? T(0) : v;
+            }
+        } else {
+            for (std::size_t i = 0; i < inner; ++i) q[i] = p[i] * scale + shift;
+        }
     }
 }
 
@@ -230,11 +240,16 @@ OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_forward_channel(std::size_t n,
 /// batch statistics, in evaluation dy * gamma / std of the running variance. The batch statistics
 /// are recomputed from x (the variance, sum(dy) and sum(dy * (x - mean)) in one pass after the
 /// mean), all in the lanes' order of batch_norm_stats: the variance is summed as the forward sums it.
+/// With relu_y (the output of a ReLU right after the BatchNorm), dy is that ReLU's output gradient:
+/// dy_masked must be dy itself (writable): each sample's row of it is masked in place (relu_fn's
+/// backward, y > 0 exactly where its input was) just before the sums read it, and the masked values
+/// are the BatchNorm's dy: the bits of the ReLU's backward and then the BatchNorm's.
 template <class T>
 OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_backward_channel(std::size_t n, std::size_t channels, std::size_t inner,
                                                  std::size_t c, const T* x, const T* gamma, const T* running_mean,
                                                  const T* running_var, bool train, float eps, const T* dy, T* dgamma,
-                                                 T* dbeta, T* dx) {
+                                                 T* dbeta, T* dx, const T* relu_y = nullptr,
+                                                 T* dy_masked = nullptr) {
     constexpr std::size_t L = batch_norm_lanes;
     const double m = static_cast<double>(n * inner);
     double mean = static_cast<double>(running_mean[c]);
@@ -249,6 +264,12 @@ OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_backward_channel(std::size_t n
     for (std::size_t b = 0; b < n; ++b) {
         const T* p = x + (b * channels + c) * inner;
         const T* g = dy + (b * channels + c) * inner;
+        if (relu_y) {  // the sample's row masked in place just before the sums read it (still in cache)
+            const T* r = relu_y + (b * channels + c) * inner;
+            T* gm = dy_masked + (b * channels + c) * inner;
+            for (std::size_t i = 0; i < inner; ++i) gm[i] = r[i] > T(0) ? gm[i] : T(0);
+            g = gm;
+        }
         batch_norm_lane_each(inner, [&](std::size_t i, std::size_t j) {
             const double d = static_cast<double>(p[i]) - mean, gd = static_cast<double>(g[i]);
             q[j] += d * d;
@@ -256,6 +277,7 @@ OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_backward_channel(std::size_t n
             sgd[j] += gd * d;
         });
     }
+    if (relu_y) dy = dy_masked;
     const double var = train ? batch_norm_lane_total(q) / m : static_cast<double>(running_var[c]);
     const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
     const double sdy = batch_norm_lane_total(sg), sdyx = batch_norm_lane_total(sgd) * invstd;

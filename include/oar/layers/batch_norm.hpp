@@ -63,6 +63,24 @@ struct BatchNormLayer {
     }
     static constexpr std::size_t channels = C;
 
+    /// The forward and a ReLU after it in one pass (CPU): y = ReLU(BatchNorm(x)), the bits of the
+    /// two layers one after the other (nn/network.hpp and nn/blocks.hpp fuse such a pair).
+    template <class T>
+    void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
+        kernel<op::batch_norm_forward_relu, basic_cpu<T>>::run(n, C, in.size() / C, x, ctx.params, ctx.params + bias_offset,
+                                                               ctx.buffers, ctx.buffers + variance_offset,
+                                                               ctx.mode == Mode::train, momentum, epsilon, y);
+    }
+    /// The backward of the pair (CPU): y is the ReLU's output, dy its gradient, masked in place (it
+    /// then holds this layer's output gradient exactly: relu_dy_exact) in the pass that sums it.
+    static constexpr bool relu_dy_exact = true;
+    template <class T>
+    void backward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, const T* y, T* dy, T* dx, std::size_t n) const {
+        kernel<op::batch_norm_backward_relu, basic_cpu<T>>::run(n, C, in.size() / C, x, ctx.params, ctx.buffers,
+                                                                ctx.buffers + variance_offset, ctx.mode == Mode::train,
+                                                                epsilon, y, dy, ctx.grads, ctx.grads + bias_offset, dx);
+    }
+
     template <Backend B, class T = typename B::value_type>
     void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
         kernel<op::batch_norm_backward, B>::run(n, C, in.size() / C, x, ctx.params, ctx.buffers,

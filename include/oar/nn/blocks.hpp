@@ -14,6 +14,11 @@
 // scratch its backward needs) live in its region of the network's activation arena (ctx.saved,
 // arena_floats). Train/eval mode, the random streams and the workspace pass through the context.
 // Every pass runs kernel<op::..., B>, so a block works on every backend its inner layers do.
+// Inside a block's Sequential, a layer with a ReLU epilogue on B (forward_relu / backward_relu:
+// BatchNorm, Conv2D on the CPU) followed by a ReLU runs the pair fused, unless the ReLU ends the
+// Sequential; a Residual followed by a ReLU in the network is such a layer itself (the sum and the
+// ReLU in one pass, dy masked by the body's last BatchNorm in its backward). The bits of the layers
+// one by one.
 #pragma once
 
 #include <algorithm>    // std::max
@@ -29,7 +34,8 @@
 #include "../core/context.hpp"         // Context
 #include "../core/dependent_false.hpp"  // dependent_false
 #include "../core/layer_concepts.hpp"  // Layer, ParamSpec, LayerCheck
-#include "../kernels/cpu/combine.hpp"  // op::add, op::copy_rows on cpu
+#include "../kernels/cpu/combine.hpp"  // op::add, op::add_relu, op::copy_rows on cpu
+#include "../kernels/cpu/elementwise.hpp"  // relu_fn, op::map_backward on cpu: a ReLU after a chain
 #include "sequential.hpp"              // Sequential, propagate, detail::*_of
 
 namespace oar {
@@ -192,20 +198,65 @@ struct chain {
         return arena + n * c.out_off[size - 1];
     }
 
-    /// Runs every layer on x (n samples); the outputs stay in the arena for backward.
+    template <std::size_t K>
+    using layer_t = std::tuple_element_t<K, layers>;
+    /// Layer K runs the ReLU after it in its epilogue on B (forward_relu / backward_relu: a
+    /// BatchNorm or a Conv2D on the CPU), the bits of the two one after the other. Not when that
+    /// ReLU ends the chain: its output gradient is the block's dy, which the fused backward would
+    /// mask in place.
+    template <std::size_t K, class B>
+    static constexpr bool fuses_relu = [] {
+        if constexpr (K + 2 < size) return ReluEpilogueLayer<layer_t<K>, B> && FusableRelu<layer_t<K + 1>>;
+        else return false;
+    }();
+    /// Layer K is a ReLU that layer K-1 runs (fuses_relu).
+    template <std::size_t K, class B>
+    static constexpr bool fused_relu_at = [] {
+        if constexpr (K > 0) return fuses_relu<K - 1, B>;
+        else return false;
+    }();
+
+    /// grad_buf<B>[k]: which of g0, g1 holds the gradient of layer k's output in backward (-1: the
+    /// chain's dy); a layer writes its input gradient to the other one (layer 0 to dx). A ReLU fused
+    /// into the layer before it takes no buffer: that layer reads the ReLU's output gradient.
+    template <class B>
+    static constexpr std::array<int, size> grad_buf = [] {
+        const std::array<bool, size> relu_at = []<std::size_t... K>(std::index_sequence<K...>) {
+            return std::array<bool, size>{fused_relu_at<K, B>...};
+        }(std::make_index_sequence<size>{});
+        std::array<int, size> r{};
+        int cur = -1;
+        for (std::size_t k = size; k-- > 0;) {
+            r[k] = cur;
+            if (!relu_at[k]) cur = cur == 0 ? 1 : 0;
+        }
+        return r;
+    }();
+
+    /// Runs every layer on x (n samples); the outputs stay in the arena for backward (a ReLU fused
+    /// into the layer before it writes only the ReLU's output).
     template <class B, class T>
     static void forward(const layers& ls, Context<B>& ctx, const ChainLayout<size>& c, const Frame<T>& f, const T* x,
                         std::size_t n) {
         const T* cur = x;
-        std::size_t k = 0;
-        auto run = [&](const auto& layer) {
-            enter(ctx, f, c, k, n);
-            T* out = f.arena + n * c.out_off[k];
-            layer.forward(ctx, c.dims[k], cur, out, n);
-            cur = out;
-            ++k;
-        };
-        std::apply([&](const auto&... l) { (run(l), ...); }, ls);
+        [&]<std::size_t... K>(std::index_sequence<K...>) {
+            auto run = [&]<std::size_t k>() {
+                if constexpr (fused_relu_at<k, B>) {
+                    return;  // ran in layer k-1's epilogue
+                } else if constexpr (fuses_relu<k, B>) {
+                    enter(ctx, f, c, k, n);
+                    T* out = f.arena + n * c.out_off[k + 1];
+                    std::get<k>(ls).forward_relu(ctx, c.dims[k], cur, out, n);
+                    cur = out;
+                } else {
+                    enter(ctx, f, c, k, n);
+                    T* out = f.arena + n * c.out_off[k];
+                    std::get<k>(ls).forward(ctx, c.dims[k], cur, out, n);
+                    cur = out;
+                }
+            };
+            (run.template operator()<K>(), ...);
+        }(std::make_index_sequence<size>{});
     }
 
     /// Back-propagates dy (the chain output's gradient) to dx (skipped when null), adding the
@@ -218,19 +269,56 @@ struct chain {
         }(std::make_index_sequence<size>{});
     }
 
+    /// The chain followed by a ReLU whose output is y (the chain's output was not kept): dy is that
+    /// ReLU's output gradient, masked in place (then the chain's output gradient, for a shortcut or
+    /// an identity path to read) by the chain's last layer where its ReLU epilogue leaves exactly
+    /// that in dy (relu_dy_exact: a BatchNorm; Conv2D's rounds dy to bf16 under mixed precision),
+    /// else by relu_fn's backward first; then the chain's backward.
+    template <class B, class T>
+    static void backward_after_relu(const layers& ls, Context<B>& ctx, const ChainLayout<size>& c, const Frame<T>& f,
+                                    const T* x, const T* y, T* dy, T* dx, std::size_t n, T* g0, T* g1) {
+        constexpr std::size_t last = size - 1;
+        if constexpr (ReluEpilogueLayer<layer_t<last>, B> && requires { requires layer_t<last>::relu_dy_exact; } &&
+                      !fused_relu_at<last, B>) {
+            T* const g[2] = {g0, g1};
+            const T* in = last == 0 ? x : f.arena + n * c.out_off[last == 0 ? 0 : last - 1];
+            enter(ctx, f, c, last, n);
+            std::get<last>(ls).backward_relu(ctx, c.dims[last], in, y, dy, last == 0 ? dx : g[0], n);
+            [&]<std::size_t... I>(std::index_sequence<I...>) {
+                (backward_one<last - 1 - I>(ls, ctx, c, f, x, dy, dx, n, g0, g1), ...);
+            }(std::make_index_sequence<last>{});
+        } else {
+            kernel<op::map_backward, B>::run(relu_fn{}, y, y, dy, dy, n * c.dims[size].size());
+            backward(ls, ctx, c, f, x, dy, dx, n, g0, g1);
+        }
+    }
+
 private:
     template <std::size_t K, class B, class T>
     static void backward_one(const layers& ls, Context<B>& ctx, const ChainLayout<size>& c, const Frame<T>& f,
                              const T* x, const T* dy, T* dx, std::size_t n, T* g0, T* g1) {
-        // Layer K writes its input gradient to g[K % 2] and reads its output's from g[(K + 1) % 2],
-        // where layer K + 1 wrote it.
-        T* const g[2] = {g0, g1};
-        const T* in = K == 0 ? x : f.arena + n * c.out_off[K - 1];
-        const T* out = f.arena + n * c.out_off[K];
-        const T* grad_out = K + 1 == size ? dy : g[(K + 1) % 2];
-        T* grad_in = K == 0 ? dx : g[K % 2];
-        enter(ctx, f, c, K, n);
-        std::get<K>(ls).backward(ctx, c.dims[K], in, out, grad_out, grad_in, n);
+        // Layer K reads its output's gradient from g[grad_buf[K]] (dy for the last layer) and
+        // writes its input gradient to the other buffer. A ReLU fused into layer K-1 runs nothing:
+        // layer K-1 reads the ReLU's output gradient (a buffer, never dy: fuses_relu) and masks it
+        // in place.
+        if constexpr (fused_relu_at<K, B>) {
+            return;
+        } else {
+            constexpr int buf = grad_buf<B>[K];
+            T* const g[2] = {g0, g1};
+            const T* in = K == 0 ? x : f.arena + n * c.out_off[K == 0 ? 0 : K - 1];
+            T* grad_in = K == 0 ? dx : g[buf == 0 ? 1 : 0];
+            enter(ctx, f, c, K, n);
+            if constexpr (fuses_relu<K, B>) {
+                static_assert(buf >= 0);
+                const T* relu_out = f.arena + n * c.out_off[K + 1];
+                std::get<K>(ls).backward_relu(ctx, c.dims[K], in, relu_out, g[buf < 0 ? 0 : buf], grad_in, n);
+            } else {
+                const T* out = f.arena + n * c.out_off[K];
+                const T* grad_out = buf < 0 ? dy : g[buf < 0 ? 0 : buf];
+                std::get<K>(ls).backward(ctx, c.dims[K], in, out, grad_out, grad_in, n);
+            }
+        }
     }
 };
 
@@ -428,6 +516,47 @@ struct Residual {
         T* g0 = saved.saved + n * l.grad0;
         T* g1 = saved.saved + n * l.grad1;
         body_chain::backward(body, ctx, l.body, body_frame<T>(saved), x, dy, dx, n, g0, g1);
+        if constexpr (has_shortcut) {
+            T* sdx = dx ? saved.saved + n * l.shortcut_dx : nullptr;
+            shortcut_chain::backward(shortcut, ctx, l.shortcut, shortcut_frame<T>(saved, l, n), x, dy, sdx, n, g0, g1);
+            if (dx) kernel<op::add, B>::run(dx, sdx, dx, n * in.size());
+        } else {
+            if (dx) kernel<op::add, B>::run(dx, dy, dx, n * in.size());
+        }
+        detail::restore_context(ctx, saved);
+    }
+
+    /// The block and a ReLU after it (CPU; nn/network.hpp fuses such a pair): the sum and the ReLU
+    /// in one pass (op::add_relu), the bits of the two layers one after the other.
+    template <class T>
+    void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
+        using B = basic_cpu<T>;
+        const Layout l = layout(in);
+        const Context<B> saved = ctx;
+        const auto fb = body_frame<T>(saved);
+        body_chain::forward(body, ctx, l.body, fb, x, n);
+        const T* b = body_chain::output(l.body, fb.arena, n);
+        if constexpr (has_shortcut) {
+            const auto fs = shortcut_frame<T>(saved, l, n);
+            shortcut_chain::forward(shortcut, ctx, l.shortcut, fs, x, n);
+            kernel<op::add_relu, B>::run(b, shortcut_chain::output(l.shortcut, fs.arena, n), y,
+                                         n * l.body.dims.back().size());
+        } else {
+            kernel<op::add_relu, B>::run(b, x, y, n * in.size());
+        }
+        detail::restore_context(ctx, saved);
+    }
+    /// The backward of the pair: y is the ReLU's output, dy its gradient, masked in place by the
+    /// body's last layer (a BatchNorm: in the pass that sums it), then read by the shortcut and the
+    /// identity path as the block's output gradient.
+    template <class T>
+    void backward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, const T* y, T* dy, T* dx, std::size_t n) const {
+        using B = basic_cpu<T>;
+        const Layout l = layout(in);
+        const Context<B> saved = ctx;
+        T* g0 = saved.saved + n * l.grad0;
+        T* g1 = saved.saved + n * l.grad1;
+        body_chain::backward_after_relu(body, ctx, l.body, body_frame<T>(saved), x, y, dy, dx, n, g0, g1);
         if constexpr (has_shortcut) {
             T* sdx = dx ? saved.saved + n * l.shortcut_dx : nullptr;
             shortcut_chain::backward(shortcut, ctx, l.shortcut, shortcut_frame<T>(saved, l, n), x, dy, sdx, n, g0, g1);

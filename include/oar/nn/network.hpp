@@ -6,8 +6,8 @@
 // accumulates parameter gradients until clear_grad(), as Paddle's and PyTorch's loops expect.
 // forward/backward take an optional observer (diagnostics, NaN guard, per-layer allreduce in
 // nn/hooks.hpp and dist/) called after each layer; without one, no call is compiled in.
-// A ReLU right after a layer that can fuse it (forward_relu / backward_relu: Conv2D and Linear on
-// the CPU) runs in that layer's epilogue, decided at compile time from the layer sequence: forward
+// A ReLU right after a layer that can fuse it (forward_relu / backward_relu: Conv2D, Linear,
+// BatchNorm and Residual on the CPU; a BatchNorm in a producer's tail, below, excepted) runs in that layer's epilogue, decided at compile time from the layer sequence: forward
 // writes the ReLU's output only, backward masks dy inside the layer. A pass with an observer that
 // watches it (on_forward / on_backward) runs the layers one by one instead, so every event is the
 // unfused one. The results are the same bits either way (tests/nn/test_network.cpp). A Dropout right
@@ -103,20 +103,6 @@ concept BackwardObserver = requires(O& o, const basic_layer_event<T>& e) { o.on_
 template <class O, class T>
 concept LayerObserver = ForwardObserver<std::remove_reference_t<O>, T> || BackwardObserver<std::remove_reference_t<O>, T> ||
                         std::same_as<std::remove_cvref_t<O>, no_observer>;
-
-/// A ReLU layer that a layer before it may fuse (layers/activation.hpp's ReLU).
-template <class L>
-concept FusableRelu = requires { requires L::fusable_relu; };
-
-/// A layer that runs a following ReLU in its epilogue on backend B: forward_relu(ctx, in, x, y, n)
-/// writes ReLU(layer(x)); backward_relu(ctx, in, x, y, dy, dx, n) takes the ReLU's output y and
-/// its gradient dy (overwritten) and does the layer's backward with dy masked.
-template <class L, class B>
-concept ReluEpilogueLayer = requires(const L& l, Context<B>& ctx, Dims in, const typename B::value_type* x,
-                                     typename B::value_type* y, std::size_t n) {
-    l.forward_relu(ctx, in, x, y, n);
-    l.backward_relu(ctx, in, x, x, y, y, n);
-};
 
 /// A producer that runs an elementwise tail in its epilogue on backend B: forward_map(ctx, in, x, z, y,
 /// n, f, scale, shift) writes its output z and y = f(z * scale[c] + shift[c]) (f(z) without scale);
@@ -477,10 +463,21 @@ private:
 
     template <std::size_t I>
     using layer_t = std::tuple_element_t<I, std::tuple<Ls...>>;
+    /// Layer I is a BatchNorm that the producer before it takes into its tail (tails_ below: folded
+    /// in evaluation), so it does not fuse the ReLU after it itself.
+    template <std::size_t I>
+    static constexpr bool tail_batch_norm_ = [] {
+        if constexpr (I > 0) {
+            if constexpr (MapEpilogueLayer<layer_t<I - 1>, B> && FoldableBatchNorm<layer_t<I>, B>)
+                return static_cast<bool>(layer_t<I - 1>::channels_first(info::dims[I - 1]));
+        }
+        return false;
+    }();
     /// fused_[i]: layer i is followed by a ReLU it runs in its epilogue.
     static constexpr std::array<bool, num_layers> fused_ = []<std::size_t... I>(std::index_sequence<I...>) {
         return std::array<bool, num_layers>{[] {
-            if constexpr (I + 2 < num_layers)  // a lone ReLU: one with activations after it is a longer tail
+            if constexpr (tail_batch_norm_<I>) return false;
+            else if constexpr (I + 2 < num_layers)  // a lone ReLU: one with activations after it is a longer tail
                 return ReluEpilogueLayer<layer_t<I>, B> && FusableRelu<layer_t<I + 1>> && !ElementwiseLayer<layer_t<I + 2>>;
             else if constexpr (I + 1 < num_layers) return ReluEpilogueLayer<layer_t<I>, B> && FusableRelu<layer_t<I + 1>>;
             else return false;

@@ -1,11 +1,13 @@
 // Tests of oar/kernels/cpu/batch_norm.hpp: the forward (training and evaluation), the backward and
 // the fold on every ISA this machine has, against BatchNorm's formulas written out here in long
 // double; a tensor large enough to be split by channel over the pool gives the bits of one thread;
-// the fold's scale and shift are the evaluation forward's.
+// the fold's scale and shift are the evaluation forward's; the fused BatchNorm + ReLU kernels give
+// the bits of the unfused ones.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/core/thread_pool.hpp>        // set_num_threads, default_pool
 #include <oar/kernels/cpu/batch_norm.hpp>  // the header under test
+#include <oar/kernels/cpu/elementwise.hpp> // relu_fn: the unfused ReLU
 
 #include <cmath>    // std::sqrt, std::abs
 #include <cstddef>  // std::size_t
@@ -158,4 +160,61 @@ TEST_CASE("BatchNorm's fold gives the evaluation forward's scale and shift on ev
             CHECK(y[2 * c + 1] == scale[c] + shift[c]);
         }
     });
+}
+
+namespace {
+
+/// The fused BatchNorm + ReLU kernels against op::batch_norm_forward / _backward with relu_fn's
+/// forward and backward as separate passes: every output bit-equal (y, the running statistics, dx,
+/// dgamma, dbeta, and dy masked in place).
+template <class T>
+void check_bn_relu(const BnCase<T>& k, bool train, std::size_t threads) {
+    INFO("n=", k.n, " channels=", k.channels, " inner=", k.inner, " train=", train, " threads=", threads);
+    oar::set_num_threads(threads);
+    using cpu = oar::basic_cpu<T>;
+    const std::size_t count = k.x.size();
+    const oar::relu_fn relu{};
+    std::vector<T> rm(k.channels, T(0.5)), rv(k.channels, T(2)), y(count), g(count), dx(count);
+    std::vector<T> dg(k.channels, T(0.25)), db(k.channels, T(-0.25));
+    auto frm = rm, frv = rv, fy = y, fdx = dx, fdg = dg, fdb = db, fdy = k.dy;
+    oar::kernel<oar::op::batch_norm_forward, cpu>::run(k.n, k.channels, k.inner, k.x.data(), k.gamma.data(), k.beta.data(),
+                                                       rm.data(), rv.data(), train, 0.9f, 1e-5f, y.data());
+    for (std::size_t i = 0; i < count; ++i) y[i] = relu(y[i]);
+    for (std::size_t i = 0; i < count; ++i) g[i] = relu.backward(y[i], y[i], k.dy[i]);
+    oar::kernel<oar::op::batch_norm_backward, cpu>::run(k.n, k.channels, k.inner, k.x.data(), k.gamma.data(), rm.data(),
+                                                        rv.data(), train, 1e-5f, g.data(), dg.data(), db.data(),
+                                                        dx.data());
+    oar::kernel<oar::op::batch_norm_forward_relu, cpu>::run(k.n, k.channels, k.inner, k.x.data(), k.gamma.data(),
+                                                            k.beta.data(), frm.data(), frv.data(), train, 0.9f, 1e-5f,
+                                                            fy.data());
+    oar::kernel<oar::op::batch_norm_backward_relu, cpu>::run(k.n, k.channels, k.inner, k.x.data(), k.gamma.data(),
+                                                             frm.data(), frv.data(), train, 1e-5f, fy.data(), fdy.data(),
+                                                             fdg.data(), fdb.data(), fdx.data());
+    std::size_t zeros = 0;
+    for (const T v : y) zeros += v == T(0);
+    CHECK(zeros > count / 5);  // the ReLU masks a part of every case
+    CHECK(zeros < count);
+    CHECK(fy == y);
+    CHECK(frm == rm);
+    CHECK(frv == rv);
+    CHECK(fdy == g);
+    CHECK(fdx == dx);
+    CHECK(fdg == dg);
+    CHECK(fdb == db);
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm + ReLU fused on every ISA and 1, 2, 3 threads: the bits of the two kernels one after the other") {
+    const std::size_t threads = oar::default_pool().size();
+    oar_test::for_each_isa([] {
+        for (const std::size_t t : {1, 2, 3})
+            for (const bool train : {true, false}) {
+                check_bn_relu(BnCase<float>(3, 2, 5), train, t);
+                check_bn_relu(BnCase<float>(4, 5, 1030), train, t);  // split by channel over the pool
+                check_bn_relu(BnCase<double>(7, 4, 1), train, t);
+                check_bn_relu(BnCase<double>(4, 5, 1030), train, t);
+            }
+    });
+    oar::set_num_threads(threads);
 }

@@ -32,12 +32,12 @@ namespace cpu_detail {
 template <class T>
 void batch_norm_forward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
                                  std::size_t inner, const T* x, const T* gamma, const T* beta, T* running_mean,
-                                 T* running_var, bool train, float momentum, float eps, T* y);
+                                 T* running_var, bool train, float momentum, float eps, T* y, bool relu);
 template <class T>
 void batch_norm_backward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
                                   std::size_t inner, const T* x, const T* gamma, const T* running_mean,
                                   const T* running_var, bool train, float eps, const T* dy, T* dgamma, T* dbeta,
-                                  T* dx);
+                                  T* dx, const T* relu_y, T* dy_masked);
 template <class T>
 void batch_norm_fold_channels(std::size_t channels, const T* gamma, const T* beta, const T* running_mean,
                               const T* running_var, float eps, T* scale, T* shift);
@@ -47,17 +47,17 @@ void batch_norm_fold_channels(std::size_t channels, const T* gamma, const T* bet
 template <class T>
 void batch_norm_forward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
                                  std::size_t inner, const T* x, const T* gamma, const T* beta, T* running_mean,
-                                 T* running_var, bool train, float momentum, float eps, T* y) {
+                                 T* running_var, bool train, float momentum, float eps, T* y, bool relu) {
     OAR_ISA_DISPATCH(batch_norm_forward_channels, c0, c1, n, channels, inner, x, gamma, beta, running_mean,
-                     running_var, train, momentum, eps, y)
+                     running_var, train, momentum, eps, y, relu)
 }
 template <class T>
 void batch_norm_backward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
                                   std::size_t inner, const T* x, const T* gamma, const T* running_mean,
                                   const T* running_var, bool train, float eps, const T* dy, T* dgamma, T* dbeta,
-                                  T* dx) {
+                                  T* dx, const T* relu_y, T* dy_masked) {
     OAR_ISA_DISPATCH(batch_norm_backward_channels, c0, c1, n, channels, inner, x, gamma, running_mean, running_var,
-                     train, eps, dy, dgamma, dbeta, dx)
+                     train, eps, dy, dgamma, dbeta, dx, relu_y, dy_masked)
 }
 template <class T>
 void batch_norm_fold_channels(std::size_t channels, const T* gamma, const T* beta, const T* running_mean,
@@ -90,7 +90,7 @@ struct kernel<op::batch_norm_forward, basic_cpu<T>> {
                     T* running_mean, T* running_var, bool train, float momentum, float eps, T* y) {
         cpu_detail::batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
             cpu_detail::batch_norm_forward_channels(c0, c1, n, channels, inner, x, gamma, beta, running_mean,
-                                                    running_var, train, momentum, eps, y);
+                                                    running_var, train, momentum, eps, y, false);
         });
     }
 };
@@ -106,7 +106,40 @@ struct kernel<op::batch_norm_backward, basic_cpu<T>> {
                     T* dbeta, T* dx) {
         cpu_detail::batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
             cpu_detail::batch_norm_backward_channels(c0, c1, n, channels, inner, x, gamma, running_mean, running_var,
-                                                     train, eps, dy, dgamma, dbeta, dx);
+                                                     train, eps, dy, dgamma, dbeta, dx, static_cast<const T*>(nullptr),
+                                                     static_cast<T*>(nullptr));
+        });
+    }
+};
+
+/// kernel<op::batch_norm_forward_relu, cpu>::run(same arguments as op::batch_norm_forward): the
+/// BatchNorm's forward and a ReLU after it in one pass, y = max(BatchNorm(x), 0), the bits of the
+/// two one after the other.
+template <class T>
+struct kernel<op::batch_norm_forward_relu, basic_cpu<T>> {
+    static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma, const T* beta,
+                    T* running_mean, T* running_var, bool train, float momentum, float eps, T* y) {
+        cpu_detail::batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
+            cpu_detail::batch_norm_forward_channels(c0, c1, n, channels, inner, x, gamma, beta, running_mean,
+                                                    running_var, train, momentum, eps, y, true);
+        });
+    }
+};
+
+/// kernel<op::batch_norm_backward_relu, cpu>::run(n, channels, inner, x, gamma, running_mean,
+/// running_var, train, eps, y, dy, dgamma, dbeta, dx): the backward of a BatchNorm followed by a
+/// ReLU whose output is y and output gradient dy: dy is masked in place (where y > 0, else 0, the
+/// ReLU's backward) in the pass that sums it, then op::batch_norm_backward's with the masked dy. The
+/// bits of the two backwards one after the other; dy afterwards holds the BatchNorm's output
+/// gradient (for a Residual's shortcut, which reads the same gradient).
+template <class T>
+struct kernel<op::batch_norm_backward_relu, basic_cpu<T>> {
+    static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma,
+                    const T* running_mean, const T* running_var, bool train, float eps, const T* y, T* dy, T* dgamma,
+                    T* dbeta, T* dx) {
+        cpu_detail::batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
+            cpu_detail::batch_norm_backward_channels(c0, c1, n, channels, inner, x, gamma, running_mean, running_var,
+                                                     train, eps, dy, dgamma, dbeta, dx, y, dy);
         });
     }
 };

@@ -1,6 +1,6 @@
 // The CPU kernels that join tensors for blocks (nn/blocks.hpp): op::add (a Residual's sum, and the
-// gradients of an input that several branches read) and op::copy_rows (a Concat's slices along its
-// axis, forward and backward).
+// gradients of an input that several branches read), op::add_relu (a Residual's sum with the ReLU
+// after it) and op::copy_rows (a Concat's slices along its axis, forward and backward).
 #pragma once
 
 #include <algorithm>  // std::copy_n
@@ -16,6 +16,18 @@ template <class T>
 struct kernel<op::add, basic_cpu<T>> {
     static void run(const T* a, const T* b, T* y, std::size_t n) {
         for (std::size_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+    }
+};
+
+/// kernel<op::add_relu, cpu>::run(a, b, y, n): y[i] = relu_fn's max(a[i] + b[i], 0) (the bits of
+/// op::add and then a ReLU); y may be a or b.
+template <class T>
+struct kernel<op::add_relu, basic_cpu<T>> {
+    static void run(const T* a, const T* b, T* y, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) {
+            const T v = a[i] + b[i];
+            y[i] = v < T(0) ? T(0) : v;
+        }
     }
 };
 
