@@ -493,19 +493,7 @@ struct Residual {
 
     template <Backend B, class T = typename B::value_type>
     void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
-        const Layout l = layout(in);
-        const Context<B> saved = ctx;
-        const auto fb = body_frame<T>(saved);
-        body_chain::forward(body, ctx, l.body, fb, x, n);
-        const T* b = body_chain::output(l.body, fb.arena, n);
-        if constexpr (has_shortcut) {
-            const auto fs = shortcut_frame<T>(saved, l, n);
-            shortcut_chain::forward(shortcut, ctx, l.shortcut, fs, x, n);
-            kernel<op::add, B>::run(b, shortcut_chain::output(l.shortcut, fs.arena, n), y, n * l.body.dims.back().size());
-        } else {
-            kernel<op::add, B>::run(b, x, y, n * in.size());
-        }
-        detail::restore_context(ctx, saved);
+        forward_with<op::add>(ctx, in, x, y, n);
     }
 
     template <Backend B, class T = typename B::value_type>
@@ -530,21 +518,7 @@ struct Residual {
     /// in one pass (op::add_relu), the bits of the two layers one after the other.
     template <class T>
     void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
-        using B = basic_cpu<T>;
-        const Layout l = layout(in);
-        const Context<B> saved = ctx;
-        const auto fb = body_frame<T>(saved);
-        body_chain::forward(body, ctx, l.body, fb, x, n);
-        const T* b = body_chain::output(l.body, fb.arena, n);
-        if constexpr (has_shortcut) {
-            const auto fs = shortcut_frame<T>(saved, l, n);
-            shortcut_chain::forward(shortcut, ctx, l.shortcut, fs, x, n);
-            kernel<op::add_relu, B>::run(b, shortcut_chain::output(l.shortcut, fs.arena, n), y,
-                                         n * l.body.dims.back().size());
-        } else {
-            kernel<op::add_relu, B>::run(b, x, y, n * in.size());
-        }
-        detail::restore_context(ctx, saved);
+        forward_with<op::add_relu>(ctx, in, x, y, n);
     }
     /// The backward of the pair: y is the ReLU's output, dy its gradient, masked in place by the
     /// body's last layer (a BatchNorm: in the pass that sums it), then read by the shortcut and the
@@ -568,6 +542,24 @@ struct Residual {
     }
 
 private:
+    /// The body, the shortcut (or identity) and their sum by kernel<Sum, B> (op::add, or op::add_relu
+    /// for a fused ReLU after the block).
+    template <class Sum, class B, class T>
+    void forward_with(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
+        const Layout l = layout(in);
+        const Context<B> saved = ctx;
+        const auto fb = body_frame<T>(saved);
+        body_chain::forward(body, ctx, l.body, fb, x, n);
+        const T* b = body_chain::output(l.body, fb.arena, n);
+        if constexpr (has_shortcut) {
+            const auto fs = shortcut_frame<T>(saved, l, n);
+            shortcut_chain::forward(shortcut, ctx, l.shortcut, fs, x, n);
+            kernel<Sum, B>::run(b, shortcut_chain::output(l.shortcut, fs.arena, n), y, n * l.body.dims.back().size());
+        } else {
+            kernel<Sum, B>::run(b, x, y, n * in.size());
+        }
+        detail::restore_context(ctx, saved);
+    }
     template <class T, class B>
     static typename body_chain::template Frame<T> body_frame(const Context<B>& ctx) {
         return {ctx.params, ctx.grads, ctx.buffers, ctx.saved, ctx.layer_index};
