@@ -12,13 +12,10 @@
 //   that rounds as core/bf16.hpp does); everything else is the fp32 path.
 #pragma once
 
-#include <atomic>    // std::atomic<int>: the bf16 convolution switch
 #include <concepts>  // std::same_as
 #include <cstddef>   // std::size_t
-#include <cstdlib>   // std::getenv: OAR_BF16_CONV_UNITS
-#include <string>    // std::string: the OAR_BF16_CONV_UNITS message
 
-#include "error.hpp"  // value_error: a malformed OAR_BF16_CONV_UNITS
+#include "switch.hpp"  // env_flag, detail::lazy_switch: the bf16 convolution switch
 
 namespace oar {
 
@@ -58,23 +55,9 @@ concept Bf16Backend = requires { requires B::bf16_kernels; };
 template <class P>
 struct precision_conv;
 
-/// The default of conv_bf16_units: OAR_BF16_CONV_UNITS when set ("0": off, "1": on), else off. Any
-/// other value is an error, not a silent default (as OAR_WINOGRAD).
-inline bool default_conv_bf16_units() {
-    const char* env = std::getenv("OAR_BF16_CONV_UNITS");
-    if (!env || !*env) return false;
-    if ((env[0] == '0' || env[0] == '1') && env[1] == '\0') return env[0] == '1';
-    throw value_error(std::string("OAR_BF16_CONV_UNITS: expected 0 or 1, got \"") + env + "\"");
-}
-
-namespace detail {
-/// The switch behind set_conv_bf16_units: -1 until set or first read (then
-/// default_conv_bf16_units()), else 0 or 1.
-inline std::atomic<int>& conv_bf16_units_switch() {
-    static std::atomic<int> state{-1};
-    return state;
-}
-}  // namespace detail
+/// The default of conv_bf16_units: OAR_BF16_CONV_UNITS when set ("0": off, "1": on), else off; any
+/// other value throws value_error (env_flag).
+inline bool default_conv_bf16_units() { return env_flag("OAR_BF16_CONV_UNITS", false); }
 
 /// Whether a bf16_mixed network's Conv2D layers run their products on the CPU's bf16 units where it
 /// has them (AVX512-BF16 or AMX: precision_conv, kernels/cpu/conv_bf16.hpp's im2col route), or the
@@ -83,17 +66,7 @@ inline std::atomic<int>& conv_bf16_units_switch() {
 /// kernels on rounded copies. Both compute exact products of the same bf16 values summed in fp32
 /// (Winograd: transformed in fp32 first), so the switch changes speed and the order of sums.
 /// Starts as default_conv_bf16_units(); set it between passes, not during one.
-inline void set_conv_bf16_units(bool on) { detail::conv_bf16_units_switch().store(on ? 1 : 0, std::memory_order_relaxed); }
-inline bool conv_bf16_units() {
-    int state = detail::conv_bf16_units_switch().load(std::memory_order_relaxed);
-    if (state < 0) {
-        int expected = -1;
-        const int fresh = default_conv_bf16_units() ? 1 : 0;
-        state = detail::conv_bf16_units_switch().compare_exchange_strong(expected, fresh, std::memory_order_relaxed)
-                    ? fresh
-                    : expected;  // set meanwhile: that value
-    }
-    return state == 1;
-}
+inline void set_conv_bf16_units(bool on) { detail::lazy_switch<&default_conv_bf16_units>::set(on); }
+inline bool conv_bf16_units() { return detail::lazy_switch<&default_conv_bf16_units>::get(); }
 
 }  // namespace oar

@@ -27,56 +27,29 @@
 
 #include <algorithm>    // std::min, std::fill
 #include <array>        // std::array: the micro-tiles by shape
-#include <atomic>       // std::atomic<int>: the switch
 #include <cstddef>      // std::size_t
-#include <cstdlib>      // std::getenv: OAR_WINOGRAD
-#include <string>       // std::string: the OAR_WINOGRAD message
 #include <type_traits>  // std::is_same_v
 #include <utility>      // std::index_sequence
 
 
 #include "../../config.hpp"            // OAR_ALWAYS_INLINE
-#include "../../core/error.hpp"        // value_error: a malformed OAR_WINOGRAD
+#include "../../core/switch.hpp"       // env_flag, detail::lazy_switch: OAR_WINOGRAD and the switch
 #include "../../core/thread_pool.hpp"  // default_pool
 #include "gemm.hpp"                    // cpu_detail::scratch
 #include "isa/dispatch.hpp"             // OAR_ISA_X86, active_cpu_isa, <immintrin.h> for the AVX-512 transposes
 
 namespace oar {
 
-/// The default of conv_winograd: OAR_WINOGRAD when set ("0": off, "1": on), else on. Any other
-/// value is an error, not a silent default (as OAR_NUM_THREADS).
-inline bool default_conv_winograd() {
-    const char* env = std::getenv("OAR_WINOGRAD");
-    if (!env || !*env) return true;
-    if ((env[0] == '0' || env[0] == '1') && env[1] == '\0') return env[0] == '1';
-    throw value_error(std::string("OAR_WINOGRAD: expected 0 or 1, got \"") + env + "\"");
-}
-
-namespace cpu_detail {
-/// The switch behind set_conv_winograd: -1 until set or first read (then default_conv_winograd()),
-/// else 0 or 1.
-inline std::atomic<int>& winograd_switch() {
-    static std::atomic<int> state{-1};
-    return state;
-}
-}  // namespace cpu_detail
+/// The default of conv_winograd: OAR_WINOGRAD when set ("0": off, "1": on), else on; any other
+/// value throws value_error (env_flag), as a malformed OAR_NUM_THREADS does.
+inline bool default_conv_winograd() { return env_flag("OAR_WINOGRAD", true); }
 
 /// Whether float stride-1 5x5 and 3x3 convolutions of >= 8 input and output channels use the Winograd
 /// kernel (the default) or the direct implicit GEMM: for comparisons and benchmarks. Starts as
 /// default_conv_winograd() (OAR_WINOGRAD=0 turns it off; a malformed value throws oar::value_error
 /// from the first convolution that asks). Set it between passes, not during one.
-inline void set_conv_winograd(bool on) { cpu_detail::winograd_switch().store(on ? 1 : 0, std::memory_order_relaxed); }
-inline bool conv_winograd() {
-    int state = cpu_detail::winograd_switch().load(std::memory_order_relaxed);
-    if (state < 0) {
-        int expected = -1;
-        const int fresh = default_conv_winograd() ? 1 : 0;
-        state = cpu_detail::winograd_switch().compare_exchange_strong(expected, fresh, std::memory_order_relaxed)
-                    ? fresh
-                    : expected;  // set meanwhile: that value
-    }
-    return state == 1;
-}
+inline void set_conv_winograd(bool on) { detail::lazy_switch<&default_conv_winograd>::set(on); }
+inline bool conv_winograd() { return detail::lazy_switch<&default_conv_winograd>::get(); }
 
 namespace cpu_detail {
 
