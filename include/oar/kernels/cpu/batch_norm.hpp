@@ -77,6 +77,19 @@ void batch_norm_channels(std::size_t n, std::size_t channels, std::size_t inner,
     else
         f(std::size_t{0}, channels);
 }
+
+/// The run of op::batch_norm_forward (Relu false) and op::batch_norm_forward_relu (Relu true):
+/// channels split over the pool, each normalised (and clamped at 0) in one pass.
+template <class T, bool Relu>
+struct batch_norm_forward_kernel {
+    static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma, const T* beta,
+                    T* running_mean, T* running_var, bool train, float momentum, float eps, T* y) {
+        batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
+            batch_norm_forward_channels(c0, c1, n, channels, inner, x, gamma, beta, running_mean, running_var, train,
+                                        momentum, eps, y, Relu);
+        });
+    }
+};
 }  // namespace cpu_detail
 
 /// kernel<op::batch_norm_forward, cpu>::run(n, channels, inner, x, gamma, beta, running_mean,
@@ -85,15 +98,7 @@ void batch_norm_channels(std::size_t n, std::size_t channels, std::size_t inner,
 /// (1 - momentum) * batch, the variance unbiased, as PyTorch keeps it) and the running ones in
 /// evaluation.
 template <class T>
-struct kernel<op::batch_norm_forward, basic_cpu<T>> {
-    static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma, const T* beta,
-                    T* running_mean, T* running_var, bool train, float momentum, float eps, T* y) {
-        cpu_detail::batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
-            cpu_detail::batch_norm_forward_channels(c0, c1, n, channels, inner, x, gamma, beta, running_mean,
-                                                    running_var, train, momentum, eps, y, false);
-        });
-    }
-};
+struct kernel<op::batch_norm_forward, basic_cpu<T>> : cpu_detail::batch_norm_forward_kernel<T, false> {};
 
 /// kernel<op::batch_norm_backward, cpu>::run(n, channels, inner, x, gamma, running_mean, running_var,
 /// train, eps, dy, dgamma, dbeta, dx): dgamma += sum(dy * xhat), dbeta += sum(dy); dx (may be null)
@@ -116,15 +121,7 @@ struct kernel<op::batch_norm_backward, basic_cpu<T>> {
 /// BatchNorm's forward and a ReLU after it in one pass, y = max(BatchNorm(x), 0), the bits of the
 /// two one after the other.
 template <class T>
-struct kernel<op::batch_norm_forward_relu, basic_cpu<T>> {
-    static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma, const T* beta,
-                    T* running_mean, T* running_var, bool train, float momentum, float eps, T* y) {
-        cpu_detail::batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
-            cpu_detail::batch_norm_forward_channels(c0, c1, n, channels, inner, x, gamma, beta, running_mean,
-                                                    running_var, train, momentum, eps, y, true);
-        });
-    }
-};
+struct kernel<op::batch_norm_forward_relu, basic_cpu<T>> : cpu_detail::batch_norm_forward_kernel<T, true> {};
 
 /// kernel<op::batch_norm_backward_relu, cpu>::run(n, channels, inner, x, gamma, running_mean,
 /// running_var, train, eps, y, dy, dgamma, dbeta, dx): the backward of a BatchNorm followed by a
