@@ -208,12 +208,12 @@ TEST_CASE("bf16 conv route on gemm_bf16 at the active ISA: within k 2^-8 sum|a||
 }
 
 TEST_CASE("bf16 conv route on the emulated AVX512-BF16 body: within k 2^-8 sum|a||b| of fp32, same bits on 1-3 threads") {
-    test_conv_bf16_route(&emulated_conv_gemm<&oar::cpu_detail::emu_avx512::gemm_block, 10>, "emulated avx512bf16", true);
+    test_conv_bf16_route(&emulated_conv_gemm<&oar::cpu_detail::emu_avx512::gemm_block<oar::bf16>, 10>, "emulated avx512bf16", true);
 }
 
 TEST_CASE("bf16 conv route on the emulated AMX body: within k 2^-8 sum|a||b| of fp32") {
     // One thread: the emulated tile file is one for the process, as the real one is one per core.
-    test_conv_bf16_route(&emulated_conv_gemm<&oar::cpu_detail::emu_amx::gemm_block, 32>, "emulated amx", false);
+    test_conv_bf16_route(&emulated_conv_gemm<&oar::cpu_detail::emu_amx::gemm_block<oar::bf16>, 32>, "emulated amx", false);
     CHECK(!oar::cpu_detail::emu_amx::tiles().misuse);
 }
 

@@ -3,7 +3,7 @@
 // where the CPU or the kernel lacks them). Every transpose combination, alpha/beta, row strides
 // past the packed ones with NaN in A's and B's padding and a sentinel in C's, and sizes around each
 // path's tiles (10 x 32 registers, 32 x 32 AMX blocks, K pairs and 32-wide K steps, the 256-wide K
-// blocks and 160-row blocks), against double-precision references:
+// blocks (1024 on AMX) and 160-row blocks), against double-precision references:
 // - the exact products of the bf16 inputs: every path only sums them in fp32, so
 //   |C - ref| <= (K + 2) 2^-24 (|alpha| sum|a_bf||b_bf| + |beta C0|);
 // - the fp32 inputs before rounding: |C - ref| <= k 2^-8 sum|a||b|. bf16 keeps 8 significant bits,
@@ -18,7 +18,8 @@
 // every host with their intrinsics emulated here as the Intel SDM defines them (vdpbf16ps,
 // tdpbf16ps: exact bf16 products added to fp32 sums), so their packing, edges, masks and blocks are
 // checked where the instructions are absent (tests/support/emulated_bf16.hpp); the real
-// instructions only where the CPU has them.
+// instructions only where the CPU has them. The bodies' float inputs (the bf16_mixed policy's,
+// rounded while packing) give the bits of the same product on inputs rounded beforehand.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/gemm_bf16.hpp>  // the header under test
@@ -30,6 +31,9 @@
 #include <cmath>      // std::fabs, std::isnan, std::ldexp
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::uint64_t, std::uint16_t, std::int32_t
+#include <bit>        // std::bit_cast
+#include <cstring>    // std::memcmp
+#include <initializer_list>  // the sweeps' K lists
 #include <limits>     // std::numeric_limits
 #include <string>     // std::string
 #include <vector>     // std::vector
@@ -237,14 +241,14 @@ using block_fn = void (*)(std::size_t, std::size_t, std::size_t, float, const oa
 
 /// Sweeps one emulated body over transposes, strides and the sizes around its tiles and blocks,
 /// against the exact products of the bf16 inputs; returns the number of wrong cases.
-std::size_t sweep_emulated(block_fn block, const char* name) {
+std::size_t sweep_emulated(block_fn block, const char* name, std::initializer_list<std::size_t> Ks = {1, 3, 33, 257, 300}) {
     std::size_t bad_cases = 0;
     std::uint64_t seed = 900;
     for (Trans ta : both_trans)
         for (Trans tb : both_trans)
             for (std::size_t M : {1u, 9u, 11u, 33u, 161u})
                 for (std::size_t N : {1u, 16u, 17u, 33u})
-                    for (std::size_t K : {1u, 3u, 33u, 257u, 300u}) {
+                    for (std::size_t K : Ks) {
                         const std::size_t pad = (M + N) % 3;
                         const std::size_t ar = ta == Trans::no ? M : K, ac = ta == Trans::no ? K : M;
                         const std::size_t br = tb == Trans::no ? K : N, bc = tb == Trans::no ? N : K;
@@ -292,11 +296,13 @@ std::size_t sweep_emulated(block_fn block, const char* name) {
 }  // namespace
 
 TEST_CASE("the AVX512-BF16 body on emulated vdpbf16ps matches the exact products on every transpose and edge") {
-    CHECK(sweep_emulated(&oar::cpu_detail::emu_avx512::gemm_block, "emulated avx512bf16") == 0);
+    CHECK(sweep_emulated(&oar::cpu_detail::emu_avx512::gemm_block<oar::bf16>, "emulated avx512bf16") == 0);
 }
 
 TEST_CASE("the AMX body on emulated tiles matches the exact products on every transpose and edge") {
-    CHECK(sweep_emulated(&oar::cpu_detail::emu_amx::gemm_block, "emulated amx") == 0);
+    // K = 1057: more than one of the AMX body's K blocks (gemm_bf16_amx_kc = 1024).
+    static_assert(oar::cpu_detail::gemm_bf16_amx_kc < 1057);
+    CHECK(sweep_emulated(&oar::cpu_detail::emu_amx::gemm_block<oar::bf16>, "emulated amx", {1, 3, 33, 257, 300, 1057}) == 0);
     CHECK(!oar::cpu_detail::emu_amx::tiles().misuse);       // every tile used within its configured shape
     CHECK(!oar::cpu_detail::emu_amx::tiles().configured);   // released at the end
 }
@@ -321,6 +327,103 @@ TEST_CASE("bf16 gemm with beta = 0 overwrites NaN in C; alpha = 0 or K = 0 only 
         for (float v : d) CHECK(v == 3.0f);
         oar::gemm_bf16(Trans::no, Trans::no, 0, N, K, 1.0f, nullptr, nullptr, 0.0f, nullptr);
         oar::gemm_bf16(Trans::no, Trans::no, M, 0, K, 1.0f, nullptr, nullptr, 0.0f, nullptr);
+    }
+    oar::set_cpu_isa(oar::default_cpu_isa());
+}
+
+TEST_CASE("bf16_bits rounds a float as to_bf16 does, on special values and random bit patterns") {
+    using oar::cpu_detail::bf16_bits;
+    const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, 1.00390625f /* 1 + 2^-8: a tie, to even */,
+                              1.01171875f /* 1 + 3 * 2^-8: a tie, up */, std::numeric_limits<float>::max(),
+                              -std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                              -std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::signaling_NaN(),
+                              std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min()};
+    for (float x : specials) CHECK(bf16_bits(x) == oar::to_bf16(x).bits);
+    std::uint64_t s = 0x9e3779b97f4a7c15ull;
+    std::size_t bad = 0;
+    for (int i = 0; i < 1 << 20; ++i) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const float x = std::bit_cast<float>(static_cast<std::uint32_t>(s >> 32));
+        bad += bf16_bits(x) != oar::to_bf16(x).bits;
+    }
+    CHECK(bad == 0);
+}
+
+namespace {
+
+/// Inputs for the float-input checks: random values, some set to exact bf16 ties.
+std::vector<float> with_ties(std::size_t n, std::uint64_t seed) {
+    auto v = oar_test::random_vector<float>(n, seed);
+    for (std::size_t i = 0; i < n; i += 7) v[i] = std::bit_cast<float>((std::bit_cast<std::uint32_t>(v[i]) & 0xffff0000u) | 0x8000u);
+    return v;
+}
+
+template <class Block32, class Block16>
+std::size_t float_vs_rounded(Block32 block32, Block16 block16, std::initializer_list<std::size_t> Ks) {
+    std::size_t bad_cases = 0;
+    std::uint64_t seed = 4100;
+    for (Trans ta : both_trans)
+        for (Trans tb : both_trans)
+            for (std::size_t M : {1u, 11u, 33u})
+                for (std::size_t N : {17u, 33u})
+                    for (std::size_t K : Ks) {
+                        const std::size_t ar = ta == Trans::no ? M : K, ac = ta == Trans::no ? K : M;
+                        const std::size_t br = tb == Trans::no ? K : N, bc = tb == Trans::no ? N : K;
+                        const auto a32 = with_ties(ar * ac, seed++), b32 = with_ties(br * bc, seed++);
+                        std::vector<oar::bf16> a(a32.size()), b(b32.size());
+                        oar::to_bf16(a32.data(), a.data(), a.size());
+                        oar::to_bf16(b32.data(), b.data(), b.size());
+                        const auto c0 = oar_test::random_vector<float>(M * N, seed++);
+                        auto c_float = c0, c_bf16 = c0;
+                        const std::size_t ai = ta == Trans::no ? ac : 1, ak = ta == Trans::no ? 1 : ac;
+                        const std::size_t bk = tb == Trans::no ? bc : 1, bj = tb == Trans::no ? 1 : bc;
+                        block32(M, N, K, 0.5f, a32.data(), ai, ak, b32.data(), bk, bj, 1.0f, c_float.data(), N);
+                        block16(M, N, K, 0.5f, a.data(), ai, ak, b.data(), bk, bj, 1.0f, c_bf16.data(), N);
+                        if (std::memcmp(c_float.data(), c_bf16.data(), c0.size() * sizeof(float)) != 0) {
+                            ++bad_cases;
+                            INFO("M ", M, " N ", N, " K ", K, " ta ", int(ta), " tb ", int(tb));
+                            CHECK(false);
+                        }
+                    }
+    return bad_cases;
+}
+
+}  // namespace
+
+TEST_CASE("the emulated bf16 bodies round float inputs while packing: the bits of the same product on inputs rounded before") {
+    namespace cd = oar::cpu_detail;
+    CHECK(float_vs_rounded(&cd::emu_avx512::gemm_block<float>, &cd::emu_avx512::gemm_block<oar::bf16>, {1, 2, 33, 300}) == 0);
+    CHECK(float_vs_rounded(&cd::emu_amx::gemm_block<float>, &cd::emu_amx::gemm_block<oar::bf16>, {1, 33, 300, 1057}) == 0);
+    CHECK(!cd::emu_amx::tiles().misuse);
+}
+
+TEST_CASE("the bf16_mixed GEMM on the bf16 units (float inputs rounded while packing) gives gemm_bf16's bits on rounded inputs") {
+    for (oar::cpu_isa isa : {oar::cpu_isa::avx512_bf16, oar::cpu_isa::amx}) {
+        if (!oar::cpu_supports(isa)) {
+            oar_test::skip(std::string(oar::cpu_isa_name(isa)) + " units not run: " + oar::cpu_isa_unsupported_reason(isa));
+            continue;
+        }
+        oar::set_cpu_isa(isa);
+        for (std::size_t threads : {1u, 2u}) {
+            oar::set_num_threads(threads);
+            CHECK(float_vs_rounded(
+                      [](std::size_t M, std::size_t N, std::size_t K, float alpha, const float* a, std::size_t ai,
+                         std::size_t ak, const float* b, std::size_t bk, std::size_t bj, float beta, float* c,
+                         std::size_t ldc) {
+                          const Trans ta = ak == 1 ? Trans::no : Trans::yes, tb = bj == 1 ? Trans::no : Trans::yes;
+                          oar::precision_gemm<oar::bf16_mixed>::run(ta, tb, M, N, K, alpha, a, ak == 1 ? ai : ak, b,
+                                                                    bj == 1 ? bk : bj, beta, c, ldc);
+                      },
+                      [](std::size_t M, std::size_t N, std::size_t K, float alpha, const oar::bf16* a, std::size_t ai,
+                         std::size_t ak, const oar::bf16* b, std::size_t bk, std::size_t bj, float beta, float* c,
+                         std::size_t ldc) {
+                          const Trans ta = ak == 1 ? Trans::no : Trans::yes, tb = bj == 1 ? Trans::no : Trans::yes;
+                          oar::gemm_bf16(ta, tb, M, N, K, alpha, a, ak == 1 ? ai : ak, b, bj == 1 ? bk : bj, beta, c, ldc);
+                      },
+                      {1, 33, 300, 1057}) == 0);
+        }
+        oar::set_num_threads(oar::default_thread_count());
     }
     oar::set_cpu_isa(oar::default_cpu_isa());
 }

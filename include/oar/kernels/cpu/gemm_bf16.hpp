@@ -12,11 +12,14 @@
 //   path computes the exact products of the bf16 inputs and differs from the others only in the
 //   order and grouping of the fp32 sums, and in that vdpbf16ps and AMX treat subnormal inputs and
 //   results as zero (the fp32 path keeps them).
-// Each path sums every element of C in an order fixed by K alone (K blocks of 256 in order, each
-// added to C with beta applied by the first), so results do not depend on the thread count.
+// Each path sums every element of C in an order fixed by K alone (K blocks of 256, 1024 on AMX, in
+// order, each added to C with beta applied by the first), so results do not depend on the thread
+// count. The AMX and AVX512-BF16 bodies read bf16 inputs or float ones, which they round to bf16
+// while packing (the bf16_mixed policy's products: no rounded copy of either operand).
 #pragma once
 
 #include <algorithm>  // std::min, std::max
+#include <bit>        // std::bit_cast
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::uint16_t, std::int32_t
 #include <cstring>    // std::memcpy
@@ -35,39 +38,25 @@
 
 namespace oar::cpu_detail {
 
-/// K per block on the bf16 paths (a multiple of 32, the AMX step).
+/// K per block on the AVX512-BF16 path (even, a whole number of K pairs).
 inline constexpr std::size_t gemm_bf16_kc = 256;
+/// K per block on the AMX path (a multiple of 32, the tile step): C stays in the tiles for a whole
+/// block, so the block is long enough to hold the K of most layers whole.
+inline constexpr std::size_t gemm_bf16_amx_kc = 1024;
 /// Rows of C per block of packed op(A) on the bf16 paths (a multiple of the AVX512-BF16 tile's 10
 /// rows and of the AMX block's 32 rows).
 inline constexpr std::size_t gemm_bf16_mc = 160;
 /// Columns of C per packed strip of op(B) (two zmm of fp32).
 inline constexpr std::size_t gemm_bf16_nr = 32;
 
-/// Packs op(B)(k0 + k, j0 + j) for k < kc, j < cols into a strip of pairs along K: for pair q,
-/// column j: out[(q*NR + j)*2 + e] = op(B)(k0 + 2q + e, j0 + j) (the layout vdpbf16ps and AMX's B
-/// tiles read), zero past kc (up to kc_pad) and past cols (up to NR). B(k, j) = b[k*bk + j*bj].
-inline void pack_b_bf16(std::size_t kc, std::size_t kc_pad, std::size_t cols, const bf16* b, std::size_t bk,
-                        std::size_t bj, std::uint16_t* out) {
-    constexpr std::size_t NR = gemm_bf16_nr;
-    for (std::size_t k = 0; k < kc_pad; ++k) {
-        std::uint16_t* row = out + (k / 2) * NR * 2 + (k & 1);
-        if (k < kc) {
-            const bf16* src = b + k * bk;
-            for (std::size_t j = 0; j < cols; ++j) row[j * 2] = src[j * bj].bits;
-            for (std::size_t j = cols; j < NR; ++j) row[j * 2] = 0;
-        } else {
-            for (std::size_t j = 0; j < NR; ++j) row[j * 2] = 0;
-        }
-    }
-}
-
-/// The epilogue of one row of up to 32 columns of C from fp32 sums: C = fma(alpha, acc, beta' C)
-/// with beta' C = 0 (beta 0, C not read), C (beta 1) or beta * C, as the fp32 GEMM rounds it.
-inline void bf16_row_store(const float* acc, float alpha, float beta, float* c, std::size_t cols) {
-    for (std::size_t j = 0; j < cols; ++j) {
-        const float cv = beta == 0.0f ? 0.0f : beta == 1.0f ? c[j] : c[j] * beta;
-        c[j] = __builtin_fmaf(alpha, acc[j], cv);
-    }
+/// The bf16 bits a bf16 body reads for one input: a stored bf16 as it is, a float rounded as
+/// to_bf16 rounds it (nearest, ties to even; NaN quieted), branch-free so packing loops vectorise.
+constexpr std::uint16_t bf16_bits(bf16 x) { return x.bits; }
+constexpr std::uint16_t bf16_bits(float x) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const std::uint32_t nan = (u >> 16) | 0x0040u;
+    return static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
 /// The fp32 path: op(A) and op(B) widened to float, then the fp32 GEMM at the active vector ISA.
@@ -129,9 +118,9 @@ inline constexpr double gemm_bf16_parallel_min_madds = 1.0e6;
 
 /// Splits C over the default pool in whole units (unit x unit blocks of C: NR columns or `rows`
 /// rows) and runs block(M', N', A', B', C') on each part.
-template <class Block>
-void gemm_bf16_split(std::size_t M, std::size_t N, std::size_t K, std::size_t row_unit, const bf16* A,
-                     std::size_t ai, const bf16* B, std::size_t bj, float* C, std::size_t ldc, Block&& block) {
+template <class In, class Block>
+void gemm_bf16_split(std::size_t M, std::size_t N, std::size_t K, std::size_t row_unit, const In* A, std::size_t ai,
+                     const In* B, std::size_t bj, float* C, std::size_t ldc, Block&& block) {
     ThreadPool* pool = ThreadPool::in_task() ? nullptr : &default_pool();
     const double madds = double(M) * double(N) * double(K);
     std::size_t parts = 1;
@@ -156,6 +145,28 @@ void gemm_bf16_split(std::size_t M, std::size_t N, std::size_t K, std::size_t ro
         }
     });
 }
+
+#if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
+/// C = alpha * op(A) op(B) + beta * C on the bf16 units of `isa` (amx or avx512_bf16), split over
+/// the default pool; In is bf16, or float rounded to bf16 while packing (no rounded copy made).
+template <class In>
+void gemm_bf16_units(cpu_isa isa, Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
+                     const In* A, std::size_t lda, const In* B, std::size_t ldb, float beta, float* C,
+                     std::size_t ldc) {
+    const std::size_t ai = ta == Trans::no ? lda : 1, ak = ta == Trans::no ? 1 : lda;
+    const std::size_t bk = tb == Trans::no ? ldb : 1, bj = tb == Trans::no ? 1 : ldb;
+    if (isa == cpu_isa::amx)
+        gemm_bf16_split(M, N, K, 32, A, ai, B, bj, C, ldc,
+                        [&](std::size_t m, std::size_t n, const In* a, const In* b, float* c) {
+                            bf16_amx::gemm_block(m, n, K, alpha, a, ai, ak, b, bk, bj, beta, c, ldc);
+                        });
+    else
+        gemm_bf16_split(M, N, K, 10, A, ai, B, bj, C, ldc,
+                        [&](std::size_t m, std::size_t n, const In* a, const In* b, float* c) {
+                            bf16_avx512::gemm_block(m, n, K, alpha, a, ai, ak, b, bk, bj, beta, c, ldc);
+                        });
+}
+#endif
 }  // namespace cpu_detail
 
 /// C = alpha * op(A) op(B) + beta * C with A, B bf16 and C float, summed in fp32. op(A): (M, K),
@@ -172,20 +183,7 @@ inline void gemm_bf16(Trans ta, Trans tb, std::size_t M, std::size_t N, std::siz
     const cpu_isa isa = active_cpu_isa();
 #if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
     if (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) {
-        const std::size_t ai = ta == Trans::no ? lda : 1, ak = ta == Trans::no ? 1 : lda;
-        const std::size_t bk = tb == Trans::no ? ldb : 1, bj = tb == Trans::no ? 1 : ldb;
-        if (isa == cpu_isa::amx)
-            cpu_detail::gemm_bf16_split(M, N, K, 32, A, ai, B, bj, C, ldc,
-                                        [&](std::size_t m, std::size_t n, const bf16* a, const bf16* b, float* c) {
-                                            cpu_detail::bf16_amx::gemm_block(m, n, K, alpha, a, ai, ak, b, bk, bj,
-                                                                             beta, c, ldc);
-                                        });
-        else
-            cpu_detail::gemm_bf16_split(M, N, K, 10, A, ai, B, bj, C, ldc,
-                                        [&](std::size_t m, std::size_t n, const bf16* a, const bf16* b, float* c) {
-                                            cpu_detail::bf16_avx512::gemm_block(m, n, K, alpha, a, ai, ak, b, bk, bj,
-                                                                                beta, c, ldc);
-                                        });
+        cpu_detail::gemm_bf16_units(isa, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
 #endif
@@ -201,31 +199,27 @@ inline void gemm_bf16(Trans ta, Trans tb, std::size_t M, std::size_t N, std::siz
 
 /// The bf16_mixed policy's GEMM (Linear's products under Network<..., bf16_mixed>): float A and B
 /// rounded to bf16 (nearest, ties to even), multiplied exactly and summed in fp32. On AVX512-BF16 and
-/// AMX the rounded operands are stored as bf16 and go to gemm_bf16's units; elsewhere they stay
-/// floats holding bf16 values and go straight to the fp32 GEMM (what gemm_bf16's fp32 path computes,
-/// without the round trip through bf16 storage). An untransposed A of more than bf16_chunk_values
-/// values (a large evaluation batch) is rounded and multiplied a block of rows at a time; each row
-/// of C is summed in an order fixed by K alone, so the bits are those of one product.
+/// AMX the floats go to gemm_bf16's units, which round them while packing; elsewhere they are
+/// rounded into float copies holding bf16 values and go to the fp32 GEMM (what gemm_bf16's fp32 path
+/// computes, without the round trip through bf16 storage). There an untransposed A of more than
+/// bf16_chunk_values values (a large evaluation batch) is rounded and multiplied a block of rows at
+/// a time; each row of C is summed in an order fixed by K alone, so the bits are those of one product.
 template <>
 struct precision_gemm<bf16_mixed> {
     static void run(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A,
                     std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
         using cpu_detail::scratch;
         using cpu_detail::scratch_slot;
-        const std::size_t br = tb == Trans::no ? K : N, bc = tb == Trans::no ? N : K;
-        const std::size_t rows = ta == Trans::no && K > 0 ? std::max<std::size_t>(1, bf16_chunk_values / K) : M;
+        if (M == 0 || N == 0) return;
+#if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
         const cpu_isa isa = active_cpu_isa();
-        if (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) {
-            bf16* b = scratch<bf16, scratch_slot::mixed_b>(br * bc);
-            for (std::size_t r = 0; r < br; ++r) to_bf16(B + r * ldb, b + r * bc, bc);
-            for (std::size_t i0 = 0; i0 < M; i0 += rows) {
-                const std::size_t m = std::min(rows, M - i0), ar = ta == Trans::no ? m : K, ac = ta == Trans::no ? K : M;
-                bf16* a = scratch<bf16, scratch_slot::mixed_a>(ar * ac);
-                for (std::size_t r = 0; r < ar; ++r) to_bf16(A + (i0 + r) * lda, a + r * ac, ac);
-                gemm_bf16(ta, tb, m, N, K, alpha, a, ac, b, bc, beta, C + i0 * ldc, ldc);
-            }
+        if ((isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) && K > 0 && alpha != 0.0f) {
+            cpu_detail::gemm_bf16_units(isa, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
             return;
         }
+#endif
+        const std::size_t br = tb == Trans::no ? K : N, bc = tb == Trans::no ? N : K;
+        const std::size_t rows = ta == Trans::no && K > 0 ? std::max<std::size_t>(1, bf16_chunk_values / K) : M;
         float* b = scratch<float, scratch_slot::mixed_b>(br * bc);
         for (std::size_t r = 0; r < br; ++r) round_to_bf16(B + r * ldb, b + r * bc, bc);
         for (std::size_t i0 = 0; i0 < M; i0 += rows) {
