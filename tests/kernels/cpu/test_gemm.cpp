@@ -190,6 +190,30 @@ TEST_CASE("gemm gives the same bits on avx2 and avx512 on the tiled paths, and s
     oar::set_cpu_isa(oar::default_cpu_isa());
 }
 
+TEST_CASE("avx2's pack_a writes the panels of the scalar copy (sse2) for a row-contiguous float A, and nothing past them") {
+    // avx2 packs full 6-row panels 8 columns at a time through registers; sse2 (same MR = 6) copies
+    // one value at a time. Row counts with and without a partial panel, column counts short of,
+    // at and past whole groups of 8, a row stride past kc; a sentinel after the panels.
+    if (!oar::cpu_supports(oar::cpu_isa::avx2)) {
+        oar_test::skip("avx2 is missing (from this CPU, or from OAR_ISA_LEVELS): no register-transposed panels to check");
+        return;
+    }
+    static_assert(oar::cpu_detail::isa_avx2::gemm_mr<float> == 6 && oar::cpu_detail::isa_sse2::gemm_mr<float> == 6);
+    constexpr std::size_t ai = 300;
+    const auto a = oar_test::random_vector<float>(120 * ai, 11);
+    for (std::size_t mc : {1, 5, 6, 7, 12, 100, 120})
+        for (std::size_t kc : {1, 7, 8, 9, 16, 100, 256}) {
+            const std::size_t len = (mc + 5) / 6 * 6 * kc;
+            std::vector<float> fast(len + 8, -7.0f), scalar(len + 8, -7.0f);
+            oar::cpu_detail::isa_avx2::pack_a<float>(mc, kc, a.data() + 3, ai, 1, fast.data());
+            oar::cpu_detail::isa_sse2::pack_a<float>(mc, kc, a.data() + 3, ai, 1, scalar.data());
+            INFO("mc=" << mc << " kc=" << kc);
+            CHECK(fast == scalar);
+            CHECK(fast[len] == -7.0f);
+            if (mc > 2 && kc > 1) CHECK(scalar[1 * 6 + 2] == a[3 + 2 * ai + 1]);  // A(2, 1): panel 0, k * 6 + r
+        }
+}
+
 TEST_CASE("gemm honours row strides larger than the packed ones and leaves the padding alone") {
     gemm_sweep<float>(3);
     gemm_sweep<double>(5);
