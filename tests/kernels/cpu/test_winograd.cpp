@@ -3,8 +3,8 @@
 // outside), padding 0..4, batches that leave a partial group of SIMD lanes, output channels that
 // leave partial micro-tiles; the fused ReLU bit for bit; the same bits on 1, 2 and 3 threads; and
 // where conv.hpp takes it (winograd_applies, set_conv_winograd) with the results of the batch
-// kernels. The same for the weight gradient (winograd_dw_batch): bound and thread counts; conv2d_backward
-// does not take it (its weight gradient is the direct kernel's whatever the switch).
+// kernels. The same for the weight gradient (winograd_dw_batch): bound and thread counts; where
+// conv2d_backward takes it (winograd_dw_applies: 3x3 on outputs 29+ wide) with its bits.
 // The error-bound cases are doctest suite `error_bounds`, which the tsan preset leaves out (tests/CMakeLists.txt).
 //
 // Error bound. Each output of an m x m tile (m = 2 for 5x5, 4 for 3x3) is a fixed linear function
@@ -470,33 +470,50 @@ TEST_CASE("Winograd's weight gradient is bit-identical whatever the thread count
     });
 }
 
-TEST_CASE("conv2d_backward's weight gradient is the direct kernel's whatever the Winograd switch") {
-    // The course's second convolution (5x5) and a ResNet8 block's (3x3, padding 1): Winograd takes
-    // their forward and input gradient, never their weight gradient (measured slower on both), so
-    // dw and db have the direct path's bits with the switch on or off, within the bound.
-    for (const Case& shape : {Case{20, 14, 14, 2, 20, 0}, Case{16, 8, 8, 1, 16, 0, 3}}) oar_test::for_each_isa([&] {
+TEST_CASE("conv2d_backward takes Winograd's weight gradient for 3x3 on outputs 29+ wide, else and when off the direct one") {
+    // The course's second convolution (5x5) and a ResNet8 block's at 8 x 8 (3x3, padding 1) keep the
+    // direct weight gradient with the switch on or off; ResNet8's blocks at 32 x 32 take
+    // winograd_dw_batch on every sample (its bits) with the switch on, the direct kernel's off. db has
+    // the direct path's bits either way (bias_grad sums as the direct path does). Both within the
+    // bound against double.
+    CHECK(oar::cpu_detail::winograd_dw_applies<float>(16, 16, 3, 1, 32));
+    CHECK_FALSE(oar::cpu_detail::winograd_dw_applies<float>(16, 16, 3, 1, 28));
+    CHECK_FALSE(oar::cpu_detail::winograd_dw_applies<float>(20, 20, 5, 1, 32));
+    CHECK_FALSE(oar::cpu_detail::winograd_dw_applies<float>(16, 32, 3, 2, 32));
+    CHECK_FALSE(oar::cpu_detail::winograd_dw_applies<double>(16, 16, 3, 1, 32));
+    for (const Case& shape : {Case{20, 14, 14, 2, 20, 0}, Case{16, 8, 8, 1, 16, 0, 3}, Case{16, 32, 32, 1, 16, 0, 3}}) {
         INFO(describe(shape));
         const std::size_t C = shape.C, H = shape.H, K = shape.K, KK = K * K, M = shape.M, pad = shape.pad;
         const oar::ConvGeometry g{C, H, H, K, 1, pad};
-        const std::size_t L = oar::cpu_detail::winograd_lanes<float>();
-        const std::size_t n = 2 * L + 2, in_size = C * H * H, out_size = M * shape.OH() * shape.OW();
-        REQUIRE(oar::cpu_detail::winograd_images<float>(n) == 2 * L);  // Winograd would take 2L of them
+        const bool wino = H == 32;
+        const std::size_t n = 18, in_size = C * H * H, out_size = M * shape.OH() * shape.OW();
         const auto x = random_vector<float>(n * in_size, 97), w = random_vector<float>(M * C * KK, 98, 0.2);
         const auto dy = random_vector<float>(n * out_size, 99);
-        auto backward = [&](bool on) {
-            oar::set_conv_winograd(on);
-            std::vector<float> dw(M * C * KK, 0.0f), db(M, 0.0f);
-            oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, M, n, x.data(), w.data(), dy.data(), dw.data(),
-                                                                 db.data(), static_cast<float*>(nullptr));
-            oar::set_conv_winograd(true);
-            return std::pair{dw, db};
-        };
-        const auto [dw, db] = backward(true);
-        const auto [direct_dw, direct_db] = backward(false);
-        CHECK(db == direct_db);
-        CHECK(dw == direct_dw);
-        const auto e = dw_error_ratio(dw, dw_reference(Case{C, H, H, pad, M, n, K}, x, dy), K);
-        INFO("dw: worst error / (u * scale) = " << e.first);
-        CHECK(e.second == 0);
-    });
+        const Case k{C, H, H, pad, M, n, K};
+        const auto want = dw_reference(k, x, dy);
+        oar_test::for_each_isa([&] {
+            auto backward = [&](bool on) {
+                oar::set_conv_winograd(on);
+                std::vector<float> dw(M * C * KK, 0.0f), db(M, 0.0f);
+                oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, M, n, x.data(), w.data(), dy.data(), dw.data(),
+                                                                     db.data(), static_cast<float*>(nullptr));
+                oar::set_conv_winograd(true);
+                return std::pair{dw, db};
+            };
+            const auto [dw, db] = backward(true);
+            const auto [direct_dw, direct_db] = backward(false);
+            CHECK(db == direct_db);
+            if (wino) {
+                CHECK(dw == run_dw(k, x, dy));
+                CHECK_FALSE(dw == direct_dw);  // the two kernels round differently
+            } else {
+                CHECK(dw == direct_dw);
+            }
+            for (const auto* d : {&dw, &direct_dw}) {
+                const auto e = dw_error_ratio(*d, want, K);
+                INFO("dw: worst error / (u * scale) = " << e.first);
+                CHECK(e.second == 0);
+            }
+        });
+    }
 }

@@ -4,10 +4,10 @@
 // kernel, for the transforms' cost. Used by conv.hpp (winograd_applies) for float convolutions of
 // at least 8 input and 8 output channels: the course's second convolution, MyNet's and ResNet8's
 // 3x3 ones; forward and input gradient (the same kernel on dy with the flipped weights). The weight
-// gradient (winograd_dw_batch, the forward's adjoint) is here too, but conv.hpp does not take it:
-// its direct weight gradient measures faster on each of those shapes (docs/BENCHMARKS.md). With 2x2
-// or 4x4 output tiles an image has few tiles, and the per-group partial sums and their final pass
-// cost as much as the multiply-adds saved. Interpolation points 0, 1, -1, 2, -2 and infinity for
+// gradient (winograd_dw_batch, the forward's adjoint) is here too; conv.hpp takes it only for 3x3
+// on outputs at least 29 wide (winograd_dw_applies: ResNet8's 16-channel blocks): on narrower ones
+// and 5x5 the direct weight gradient measures faster (docs/BENCHMARKS.md), as an image has few
+// tiles a row and the per-block partial sums cost as much as the multiply-adds saved. Interpolation points 0, 1, -1, 2, -2 and infinity for
 // both (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): one input
 // transform B^T; the output transform A^T has entries 0, +-1, +-2 (2x2 tiles) or up to +-8 (4x4 tiles).
 //   Y = A^T [ (G w G^T) (.) (B^T d B) ] A      for each (output channel, output tile), summed over c.
@@ -60,6 +60,17 @@ bool winograd_applies(std::size_t C, std::size_t M, std::size_t kernel, std::siz
            conv_winograd();
 }
 
+
+/// Whether conv.hpp takes winograd_dw_batch for the weight gradient of such a convolution: 3x3 on
+/// outputs at least 29 wide (a row of 8 or more 4x4 tiles, which the kernel's tile blocks take
+/// whole), where it measured faster than the direct weight gradient (ResNet8's 16 -> 16 on 32 x 32);
+/// narrower outputs (ResNet8's 32 -> 32 on 16 x 16, MyNet's 32 -> 64 on 13 x 13) and 5x5 measured
+/// slower (docs/BENCHMARKS.md).
+template <class T>
+bool winograd_dw_applies(std::size_t C, std::size_t M, std::size_t kernel, std::size_t stride,
+                         std::size_t out_width) {
+    return kernel == 3 && out_width >= 29 && winograd_applies<T>(C, M, kernel, stride);
+}
 
 /// The per-ISA kernels (isa/winograd_body.inc), called through the dispatchers below; with
 /// OAR_EXTERN_KERNELS (config.hpp) the dispatchers are only declared here and the oar::kernels
