@@ -2,7 +2,8 @@
 // forward against the definition, the running statistics (Paddle's momentum, the variance kept
 // unbiased), finite-difference gradients in both modes, and the buffers' life in a network: in the
 // state dict under Paddle's names, counted as non-trainable, untouched by the optimizer, saved and
-// loaded by checkpoints.
+// loaded by checkpoints; the backward reads the statistics the training forward kept (the bits of
+// summing them again), not those of an older forward after an evaluation one.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/layers/batch_norm.hpp>  // the header under test
@@ -12,6 +13,7 @@
 #include <string>   // std::string
 #include <vector>   // std::vector
 
+#include <oar/core/thread_pool.hpp>  // set_num_threads, default_pool
 #include <oar/layers/conv2d.hpp>      // Conv2D: a network with a BatchNorm2D
 #include <oar/layers/flatten.hpp>     // Flatten
 #include <oar/layers/linear.hpp>      // Linear
@@ -131,4 +133,59 @@ TEST_CASE("buffers are non-trainable: counted apart by summary, untouched by Ada
     CHECK(std::vector<float>(ob.begin(), ob.end()) == stats);
     const auto ov = other.parameters().host_values(), nv = net.parameters().host_values();
     CHECK(std::vector<float>(ov.begin(), ov.end()) == std::vector<float>(nv.begin(), nv.end()));
+}
+
+namespace {
+
+/// Network<BatchNorm2D<C>>'s backward after a forward in `forward_mode` (the backward in training)
+/// against op::batch_norm_backward run on the same input without kept statistics: dx, dgamma and
+/// dbeta bit-equal. train_first: a training forward of another input before, whose statistics the
+/// backward must not read after an evaluation forward.
+void check_kept_statistics(bool eval_forward, std::size_t threads) {
+    INFO("eval_forward=", eval_forward, " threads=", threads);
+    oar::set_num_threads(threads);
+    constexpr std::size_t n = 4, C = 3, H = 33, W = 32;  // large enough to be split by channel over the pool
+    oar::Network<oar::Sequential<oar::BatchNorm2D<C>>, oar::Shape<C, H, W>> net;
+    auto& p = net.parameters();
+    for (std::size_t c = 0; c < C; ++c) {
+        p.value(p.entry("0.weight"))[c] = 0.5f + static_cast<float>(c);
+        p.value(p.entry("0.bias"))[c] = 0.25f - static_cast<float>(c);
+    }
+    oar::Tensor x(n, oar::make_dims(C, H, W)), x_other(n, oar::make_dims(C, H, W)), dy(n, oar::make_dims(C, H, W)),
+        dx(n, oar::make_dims(C, H, W));
+    oar_test::fill_random(x.span(), 11, 2.0);
+    oar_test::fill_random(x_other.span(), 12, 3.0);
+    oar_test::fill_random(dy.span(), 13, 1.0);
+    net.train();
+    net.forward(eval_forward ? x_other.view() : x.view());
+    if (eval_forward) {
+        net.eval();
+        net.forward(x.view());
+        net.train();
+    }
+    const std::vector<float> running(p.host_buffers().begin(), p.host_buffers().end());
+    net.clear_grad();
+    net.backward(dy.view(), dx.view());
+
+    std::vector<float> want_dx(n * C * H * W), dgamma(C, 0.0f), dbeta(C, 0.0f);
+    const auto gamma = p.value(p.entry("0.weight"));
+    oar::kernel<oar::op::batch_norm_backward, oar::basic_cpu<float>>::run(
+        n, C, H * W, x.span().data(), gamma.data(), running.data() + p.buffer_entries()[0].offset,
+        running.data() + p.buffer_entries()[1].offset, true, 1e-5f, dy.span().data(), dgamma.data(), dbeta.data(),
+        want_dx.data());
+    CHECK(std::vector<float>(dx.span().begin(), dx.span().end()) == want_dx);
+    const auto grads = p.grads();
+    CHECK(std::vector<float>(grads.begin() + p.entry("0.weight").offset, grads.begin() + p.entry("0.weight").offset + C) == dgamma);
+    CHECK(std::vector<float>(grads.begin() + p.entry("0.bias").offset, grads.begin() + p.entry("0.bias").offset + C) == dbeta);
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm2D's backward reads the statistics its training forward kept: the bits of summing them again") {
+    const std::size_t threads = oar::default_pool().size();
+    for (const std::size_t t : {1, 2, 3}) {
+        check_kept_statistics(false, t);
+        check_kept_statistics(true, t);  // after an evaluation forward: sums them again, not the older ones
+    }
+    oar::set_num_threads(threads);
 }

@@ -7,6 +7,7 @@
 
 #include <cmath>    // std::exp, std::log, std::sqrt
 #include <cstddef>  // std::size_t
+#include <type_traits>  // std::true_type, std::false_type: BatchNorm backward with or without the variance sums
 
 #include "../config.hpp"  // OAR_HOST_DEVICE
 #include "types.hpp"      // ConvGeometry
@@ -201,16 +202,21 @@ OAR_HOST_DEVICE void batch_norm_fold_channel(std::size_t c, const T* gamma, cons
 /// * gamma + beta, with the batch's statistics in training (then running = momentum * running +
 /// (1 - momentum) * batch, the variance unbiased) and the running ones in evaluation. With `relu`,
 /// a ReLU after it in the same pass: y = relu_fn's max(value, 0) of the same value, so the bits of
-/// the two layers one after the other.
+/// the two layers one after the other. With `stats` in training: the batch's mean and biased
+/// variance kept as stats[c] and stats[channels + c], for the backward to read (batch_norm_backward_channel).
 template <class T>
 OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_forward_channel(std::size_t n, std::size_t channels, std::size_t inner, std::size_t c,
                                                 const T* x, const T* gamma, const T* beta, T* running_mean,
                                                 T* running_var, bool train, float momentum, float eps, T* y,
-                                                bool relu = false) {
+                                                bool relu = false, double* stats = nullptr) {
     const double m = static_cast<double>(n * inner);
     double mean = 0.0, var = 0.0;
     if (train) {
         batch_norm_stats(x, n, channels, inner, c, mean, var);
+        if (stats) {
+            stats[c] = mean;
+            stats[channels + c] = var;
+        }
         const double mu = static_cast<double>(momentum);
         running_mean[c] = static_cast<T>(mu * static_cast<double>(running_mean[c]) + (1.0 - mu) * mean);
         const double unbiased = m > 1.0 ? var * m / (m - 1.0) : var;
@@ -240,6 +246,9 @@ OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_forward_channel(std::size_t n,
 /// batch statistics, in evaluation dy * gamma / std of the running variance. The batch statistics
 /// are recomputed from x (the variance, sum(dy) and sum(dy * (x - mean)) in one pass after the
 /// mean), all in the lanes' order of batch_norm_stats: the variance is summed as the forward sums it.
+/// With `stats` (what the training forward kept of the same x: batch_norm_forward_channel) the mean
+/// and variance are read from it instead: the same values, so the same bits, without the pass
+/// over x for the mean and the squared deviations' sums.
 /// With relu_y (the output of a ReLU right after the BatchNorm), dy is that ReLU's output gradient:
 /// dy_masked must be dy itself (writable): each sample's row of it is masked in place (relu_fn's
 /// backward, y > 0 exactly where its input was) just before the sums read it, and the masked values
@@ -249,36 +258,43 @@ OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_backward_channel(std::size_t n
                                                  std::size_t c, const T* x, const T* gamma, const T* running_mean,
                                                  const T* running_var, bool train, float eps, const T* dy, T* dgamma,
                                                  T* dbeta, T* dx, const T* relu_y = nullptr,
-                                                 T* dy_masked = nullptr) {
+                                                 T* dy_masked = nullptr, const double* stats = nullptr) {
     constexpr std::size_t L = batch_norm_lanes;
     const double m = static_cast<double>(n * inner);
+    const bool kept = train && stats;
     double mean = static_cast<double>(running_mean[c]);
-    if (train) {
+    if (kept) {
+        mean = stats[c];
+    } else if (train) {
         double s[L] = {};
         for (std::size_t b = 0; b < n; ++b)
             batch_norm_lane_sums<false>(x + (b * channels + c) * inner, inner, 0.0, s);
         mean = batch_norm_lane_total(s) / m;
     }
-    // q: squared deviations (training's variance); sg: dy; sgd: dy * (x - mean).
+    // q: squared deviations (training's variance, unless kept); sg: dy; sgd: dy * (x - mean).
     double q[L] = {}, sg[L] = {}, sgd[L] = {};
-    for (std::size_t b = 0; b < n; ++b) {
-        const T* p = x + (b * channels + c) * inner;
-        const T* g = dy + (b * channels + c) * inner;
-        if (relu_y) {  // the sample's row masked in place just before the sums read it (still in cache)
-            const T* r = relu_y + (b * channels + c) * inner;
-            T* gm = dy_masked + (b * channels + c) * inner;
-            for (std::size_t i = 0; i < inner; ++i) gm[i] = r[i] > T(0) ? gm[i] : T(0);
-            g = gm;
+    auto sums = [&](auto with_var) {
+        for (std::size_t b = 0; b < n; ++b) {
+            const T* p = x + (b * channels + c) * inner;
+            const T* g = dy + (b * channels + c) * inner;
+            if (relu_y) {  // the sample's row masked in place just before the sums read it (still in cache)
+                const T* r = relu_y + (b * channels + c) * inner;
+                T* gm = dy_masked + (b * channels + c) * inner;
+                for (std::size_t i = 0; i < inner; ++i) gm[i] = r[i] > T(0) ? gm[i] : T(0);
+                g = gm;
+            }
+            batch_norm_lane_each(inner, [&](std::size_t i, std::size_t j) {
+                const double d = static_cast<double>(p[i]) - mean, gd = static_cast<double>(g[i]);
+                if constexpr (decltype(with_var)::value) q[j] += d * d;
+                sg[j] += gd;
+                sgd[j] += gd * d;
+            });
         }
-        batch_norm_lane_each(inner, [&](std::size_t i, std::size_t j) {
-            const double d = static_cast<double>(p[i]) - mean, gd = static_cast<double>(g[i]);
-            q[j] += d * d;
-            sg[j] += gd;
-            sgd[j] += gd * d;
-        });
-    }
+    };
+    if (kept) sums(std::false_type{});
+    else sums(std::true_type{});
     if (relu_y) dy = dy_masked;
-    const double var = train ? batch_norm_lane_total(q) / m : static_cast<double>(running_var[c]);
+    const double var = kept ? stats[channels + c] : train ? batch_norm_lane_total(q) / m : static_cast<double>(running_var[c]);
     const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
     const double sdy = batch_norm_lane_total(sg), sdyx = batch_norm_lane_total(sgd) * invstd;
     dgamma[c] += static_cast<T>(sdyx);

@@ -5,10 +5,15 @@
 // running ones. The running mean and variance are the layer's buffers (state-dict keys `N._mean`,
 // `N._variance`), saved with the weights and never stepped by an optimizer. Settings are values:
 // `BatchNorm2D<16>{.momentum = 0.99f, .epsilon = 1e-3f}`.
+// On the CPU, BatchNorm2D's training forward keeps the batch's mean and variance in its region of
+// the activation arena (arena_floats), and its backward reads them instead of summing x again: the
+// same values, so the same bits, one pass over x less.
 #pragma once
 
 #include <array>        // std::array
+#include <concepts>     // std::same_as
 #include <cstddef>      // std::size_t
+#include <cstring>      // std::memcpy: the kept statistics in the arena
 #include <string_view>  // std::string_view
 
 #include "../core/context.hpp"            // Context, Mode
@@ -48,11 +53,26 @@ struct BatchNormLayer {
     static constexpr std::size_t bias_offset = param_offset(params(make_dims(C)), 1);
     static constexpr std::size_t variance_offset = param_offset(buffers(make_dims(C)), 1);
 
+    /// The kept statistics, as doubles: a mark (1: the last forward was a training one and kept
+    /// them), the C means, the C biased variances (op::batch_norm_forward's stats).
+    static constexpr std::size_t kept_doubles = 2 * C + 1;
+    /// Arena values per sample (BatchNorm2D): n samples' share holds kept_doubles doubles for a float
+    /// or double network (a small part of the C * H * W values of a sample's activations).
+    static constexpr std::size_t arena_floats(Dims)
+        requires(Dim == 2)
+    {
+        return 2 * kept_doubles;
+    }
+
     template <Backend B, class T = typename B::value_type>
     void forward(Context<B>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
-        kernel<op::batch_norm_forward, B>::run(n, C, in.size() / C, x, ctx.params, ctx.params + bias_offset, ctx.buffers,
-                                               ctx.buffers + variance_offset, ctx.mode == Mode::train, momentum,
-                                               epsilon, y);
+        if constexpr (keeps_stats<B>) {
+            forward_keeping<op::batch_norm_forward>(ctx, in, x, y, n);
+        } else {
+            kernel<op::batch_norm_forward, B>::run(n, C, in.size() / C, x, ctx.params, ctx.params + bias_offset,
+                                                   ctx.buffers, ctx.buffers + variance_offset, ctx.mode == Mode::train,
+                                                   momentum, epsilon, y);
+        }
     }
     /// The evaluation-mode forward as y = x * scale[c] + shift[c] (the scale and shift forward uses,
     /// bit for bit): what a producer before it applies in its epilogue (nn/network.hpp).
@@ -67,25 +87,63 @@ struct BatchNormLayer {
     /// two layers one after the other (nn/network.hpp and nn/blocks.hpp fuse such a pair).
     template <class T>
     void forward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
-        kernel<op::batch_norm_forward_relu, basic_cpu<T>>::run(n, C, in.size() / C, x, ctx.params, ctx.params + bias_offset,
-                                                               ctx.buffers, ctx.buffers + variance_offset,
-                                                               ctx.mode == Mode::train, momentum, epsilon, y);
+        forward_keeping<op::batch_norm_forward_relu>(ctx, in, x, y, n);
     }
     /// The backward of the pair (CPU): y is the ReLU's output, dy its gradient, masked in place (it
     /// then holds this layer's output gradient exactly: relu_dy_exact) in the pass that sums it.
     static constexpr bool relu_dy_exact = true;
     template <class T>
     void backward_relu(Context<basic_cpu<T>>& ctx, Dims in, const T* x, const T* y, T* dy, T* dx, std::size_t n) const {
+        std::array<double, kept_doubles> kept;
         kernel<op::batch_norm_backward_relu, basic_cpu<T>>::run(n, C, in.size() / C, x, ctx.params, ctx.buffers,
                                                                 ctx.buffers + variance_offset, ctx.mode == Mode::train,
-                                                                epsilon, y, dy, ctx.grads, ctx.grads + bias_offset, dx);
+                                                                epsilon, y, dy, ctx.grads, ctx.grads + bias_offset, dx,
+                                                                kept_stats(ctx, kept));
     }
 
     template <Backend B, class T = typename B::value_type>
     void backward(Context<B>& ctx, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
-        kernel<op::batch_norm_backward, B>::run(n, C, in.size() / C, x, ctx.params, ctx.buffers,
-                                                ctx.buffers + variance_offset, ctx.mode == Mode::train, epsilon, dy,
-                                                ctx.grads, ctx.grads + bias_offset, dx);
+        if constexpr (keeps_stats<B>) {
+            std::array<double, kept_doubles> kept;
+            kernel<op::batch_norm_backward, B>::run(n, C, in.size() / C, x, ctx.params, ctx.buffers,
+                                                    ctx.buffers + variance_offset, ctx.mode == Mode::train, epsilon, dy,
+                                                    ctx.grads, ctx.grads + bias_offset, dx, kept_stats(ctx, kept));
+        } else {
+            kernel<op::batch_norm_backward, B>::run(n, C, in.size() / C, x, ctx.params, ctx.buffers,
+                                                    ctx.buffers + variance_offset, ctx.mode == Mode::train, epsilon, dy,
+                                                    ctx.grads, ctx.grads + bias_offset, dx);
+        }
+    }
+
+private:
+    /// BatchNorm2D on the CPU keeps the training forward's statistics in its arena region.
+    template <Backend B>
+    static constexpr bool keeps_stats = Dim == 2 && std::same_as<B, basic_cpu<typename B::value_type>>;
+
+    /// The forward by kernel<Op> (op::batch_norm_forward or _relu); with an arena region
+    /// (BatchNorm2D, ctx.saved set), the statistics of a training forward kept there and the mark
+    /// set, or the mark cleared in evaluation.
+    template <class Op, class T>
+    void forward_keeping(Context<basic_cpu<T>>& ctx, Dims in, const T* x, T* y, std::size_t n) const {
+        const bool train = ctx.mode == Mode::train;
+        const bool keep = Dim == 2 && ctx.saved != nullptr;
+        std::array<double, kept_doubles> kept;
+        kernel<Op, basic_cpu<T>>::run(n, C, in.size() / C, x, ctx.params, ctx.params + bias_offset, ctx.buffers,
+                                      ctx.buffers + variance_offset, train, momentum, epsilon, y,
+                                      keep && train ? kept.data() + 1 : nullptr);
+        if (!keep) return;
+        kept[0] = train ? 1.0 : 0.0;
+        std::memcpy(ctx.saved, kept.data(), (train ? kept_doubles : 1) * sizeof(double));
+    }
+    /// The statistics the last forward kept (a training one, BatchNorm2D with an arena region),
+    /// copied into `kept`; null (the backward sums them again) otherwise.
+    template <class T>
+    static const double* kept_stats(const Context<basic_cpu<T>>& ctx, std::array<double, kept_doubles>& kept) {
+        if (Dim != 2 || ctx.saved == nullptr || ctx.mode != Mode::train) return nullptr;
+        std::memcpy(kept.data(), ctx.saved, sizeof(double));
+        if (kept[0] != 1.0) return nullptr;
+        std::memcpy(kept.data(), ctx.saved, kept_doubles * sizeof(double));
+        return kept.data() + 1;
     }
 };
 

@@ -2,7 +2,8 @@
 // the fold on every ISA this machine has, against BatchNorm's formulas written out here in long
 // double; a tensor large enough to be split by channel over the pool gives the bits of one thread;
 // the fold's scale and shift are the evaluation forward's; the fused BatchNorm + ReLU kernels give
-// the bits of the unfused ones.
+// the bits of the unfused ones; the backward with the statistics the forward kept has the bits of the
+// one that sums them again.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/core/thread_pool.hpp>        // set_num_threads, default_pool
@@ -214,6 +215,77 @@ TEST_CASE("BatchNorm + ReLU fused on every ISA and 1, 2, 3 threads: the bits of 
                 check_bn_relu(BnCase<float>(4, 5, 1030), train, t);  // split by channel over the pool
                 check_bn_relu(BnCase<double>(7, 4, 1), train, t);
                 check_bn_relu(BnCase<double>(4, 5, 1030), train, t);
+            }
+    });
+    oar::set_num_threads(threads);
+}
+
+namespace {
+
+/// The backward with the statistics the training forward kept (op::batch_norm_forward's and
+/// _forward_relu's stats) against the backward that sums them again: dx, dgamma, dbeta and the
+/// masked dy bit-equal; the kept statistics are the mean and biased variance of each channel.
+template <class T>
+void check_bn_kept(const BnCase<T>& k, bool relu, std::size_t threads) {
+    INFO("n=", k.n, " channels=", k.channels, " inner=", k.inner, " relu=", relu, " threads=", threads);
+    oar::set_num_threads(threads);
+    using cpu = oar::basic_cpu<T>;
+    const std::size_t count = k.x.size();
+    std::vector<T> rm(k.channels, T(0.5)), rv(k.channels, T(2)), y(count), dx(count), kdx(count);
+    std::vector<T> dg(k.channels, T(0.25)), db(k.channels, T(-0.25)), kdg = dg, kdb = db;
+    std::vector<double> stats(2 * k.channels, -1.0);
+    auto dy = k.dy, kdy = k.dy;
+    if (relu)
+        oar::kernel<oar::op::batch_norm_forward_relu, cpu>::run(k.n, k.channels, k.inner, k.x.data(), k.gamma.data(),
+                                                                k.beta.data(), rm.data(), rv.data(), true, 0.9f, 1e-5f,
+                                                                y.data(), stats.data());
+    else
+        oar::kernel<oar::op::batch_norm_forward, cpu>::run(k.n, k.channels, k.inner, k.x.data(), k.gamma.data(),
+                                                           k.beta.data(), rm.data(), rv.data(), true, 0.9f, 1e-5f,
+                                                           y.data(), stats.data());
+    const long double m = static_cast<long double>(k.n * k.inner);
+    for (std::size_t c = 0; c < k.channels; ++c) {
+        long double s = 0, q = 0;
+        for (std::size_t b = 0; b < k.n; ++b)
+            for (std::size_t i = 0; i < k.inner; ++i) s += k.x[k.at(b, c, i)];
+        const long double mean = s / m;
+        for (std::size_t b = 0; b < k.n; ++b)
+            for (std::size_t i = 0; i < k.inner; ++i) q += (k.x[k.at(b, c, i)] - mean) * (k.x[k.at(b, c, i)] - mean);
+        CHECK(bn_close(stats[c], mean));
+        CHECK(bn_close(stats[k.channels + c], q / m));
+    }
+    if (relu) {
+        oar::kernel<oar::op::batch_norm_backward_relu, cpu>::run(k.n, k.channels, k.inner, k.x.data(), k.gamma.data(),
+                                                                 rm.data(), rv.data(), true, 1e-5f, y.data(), dy.data(),
+                                                                 dg.data(), db.data(), dx.data());
+        oar::kernel<oar::op::batch_norm_backward_relu, cpu>::run(k.n, k.channels, k.inner, k.x.data(), k.gamma.data(),
+                                                                 rm.data(), rv.data(), true, 1e-5f, y.data(), kdy.data(),
+                                                                 kdg.data(), kdb.data(), kdx.data(), stats.data());
+    } else {
+        oar::kernel<oar::op::batch_norm_backward, cpu>::run(k.n, k.channels, k.inner, k.x.data(), k.gamma.data(),
+                                                            rm.data(), rv.data(), true, 1e-5f, dy.data(), dg.data(),
+                                                            db.data(), dx.data());
+        oar::kernel<oar::op::batch_norm_backward, cpu>::run(k.n, k.channels, k.inner, k.x.data(), k.gamma.data(),
+                                                            rm.data(), rv.data(), true, 1e-5f, kdy.data(), kdg.data(),
+                                                            kdb.data(), kdx.data(), stats.data());
+    }
+    CHECK(kdx == dx);
+    CHECK(kdg == dg);
+    CHECK(kdb == db);
+    CHECK(kdy == dy);
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm backward with the forward's kept statistics, every ISA and 1, 2, 3 threads: the bits of summing them again") {
+    const std::size_t threads = oar::default_pool().size();
+    oar_test::for_each_isa([] {
+        for (const std::size_t t : {1, 2, 3})
+            for (const bool relu : {false, true}) {
+                check_bn_kept(BnCase<float>(3, 2, 5), relu, t);
+                check_bn_kept(BnCase<float>(4, 5, 1030), relu, t);  // split by channel over the pool
+                check_bn_kept(BnCase<double>(7, 4, 1), relu, t);
+                check_bn_kept(BnCase<double>(4, 5, 1030), relu, t);
             }
     });
     oar::set_num_threads(threads);

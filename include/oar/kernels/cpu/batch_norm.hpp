@@ -2,8 +2,9 @@
 // L; BatchNorm2D: inner = H*W): one channel at a time by the bodies every backend shares
 // (rows.hpp: batch_norm_forward_channel / batch_norm_backward_channel). Per channel, statistics are
 // summed in double in a fixed order: rows::batch_norm_lanes partial sums added in a fixed tree, the
-// same on every backend, ISA and thread count. The backward recomputes the batch statistics from x
-// instead of keeping them from the forward.
+// same on every backend, ISA and thread count. The training forward can keep each channel's mean
+// and variance (a `stats` array of 2 * channels doubles) for the backward to read instead of summing
+// x again (the same values: the same bits); without them the backward recomputes them from x.
 // The channel loops are compiled for AVX-512, AVX2 and SSE2 whatever the user's -march
 // (isa/batch_norm_body.inc in isa/region.inc) and run on the best ISA the CPU has; large tensors
 // are split by channel over the default pool (each channel's arithmetic is the same whichever
@@ -32,12 +33,13 @@ namespace cpu_detail {
 template <class T>
 void batch_norm_forward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
                                  std::size_t inner, const T* x, const T* gamma, const T* beta, T* running_mean,
-                                 T* running_var, bool train, float momentum, float eps, T* y, bool relu);
+                                 T* running_var, bool train, float momentum, float eps, T* y, bool relu,
+                                 double* stats);
 template <class T>
 void batch_norm_backward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
                                   std::size_t inner, const T* x, const T* gamma, const T* running_mean,
                                   const T* running_var, bool train, float eps, const T* dy, T* dgamma, T* dbeta,
-                                  T* dx, const T* relu_y, T* dy_masked);
+                                  T* dx, const T* relu_y, T* dy_masked, const double* stats);
 template <class T>
 void batch_norm_fold_channels(std::size_t channels, const T* gamma, const T* beta, const T* running_mean,
                               const T* running_var, float eps, T* scale, T* shift);
@@ -47,17 +49,18 @@ void batch_norm_fold_channels(std::size_t channels, const T* gamma, const T* bet
 template <class T>
 void batch_norm_forward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
                                  std::size_t inner, const T* x, const T* gamma, const T* beta, T* running_mean,
-                                 T* running_var, bool train, float momentum, float eps, T* y, bool relu) {
+                                 T* running_var, bool train, float momentum, float eps, T* y, bool relu,
+                                 double* stats) {
     OAR_ISA_DISPATCH(batch_norm_forward_channels, c0, c1, n, channels, inner, x, gamma, beta, running_mean,
-                     running_var, train, momentum, eps, y, relu)
+                     running_var, train, momentum, eps, y, relu, stats)
 }
 template <class T>
 void batch_norm_backward_channels(std::size_t c0, std::size_t c1, std::size_t n, std::size_t channels,
                                   std::size_t inner, const T* x, const T* gamma, const T* running_mean,
                                   const T* running_var, bool train, float eps, const T* dy, T* dgamma, T* dbeta,
-                                  T* dx, const T* relu_y, T* dy_masked) {
+                                  T* dx, const T* relu_y, T* dy_masked, const double* stats) {
     OAR_ISA_DISPATCH(batch_norm_backward_channels, c0, c1, n, channels, inner, x, gamma, running_mean, running_var,
-                     train, eps, dy, dgamma, dbeta, dx, relu_y, dy_masked)
+                     train, eps, dy, dgamma, dbeta, dx, relu_y, dy_masked, stats)
 }
 template <class T>
 void batch_norm_fold_channels(std::size_t channels, const T* gamma, const T* beta, const T* running_mean,
@@ -79,40 +82,44 @@ void batch_norm_channels(std::size_t n, std::size_t channels, std::size_t inner,
 }
 
 /// The run of op::batch_norm_forward (Relu false) and op::batch_norm_forward_relu (Relu true):
-/// channels split over the pool, each normalised (and clamped at 0) in one pass.
+/// channels split over the pool, each normalised (and clamped at 0) in one pass; in training the
+/// batch statistics kept in stats (2 * channels doubles: the means, then the biased variances) where
+/// it is not null.
 template <class T, bool Relu>
 struct batch_norm_forward_kernel {
     static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma, const T* beta,
-                    T* running_mean, T* running_var, bool train, float momentum, float eps, T* y) {
+                    T* running_mean, T* running_var, bool train, float momentum, float eps, T* y,
+                    double* stats = nullptr) {
         batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
             batch_norm_forward_channels(c0, c1, n, channels, inner, x, gamma, beta, running_mean, running_var, train,
-                                        momentum, eps, y, Relu);
+                                        momentum, eps, y, Relu, stats);
         });
     }
 };
 }  // namespace cpu_detail
 
 /// kernel<op::batch_norm_forward, cpu>::run(n, channels, inner, x, gamma, beta, running_mean,
-/// running_var, train, momentum, eps, y): y = (x - mean) / sqrt(var + eps) * gamma + beta per channel,
-/// with the batch's mean and biased variance in training (then running = momentum * running +
-/// (1 - momentum) * batch, the variance unbiased, as PyTorch keeps it) and the running ones in
-/// evaluation.
+/// running_var, train, momentum, eps, y[, stats]): y = (x - mean) / sqrt(var + eps) * gamma + beta per
+/// channel, with the batch's mean and biased variance in training (then running = momentum * running +
+/// (1 - momentum) * batch, the variance unbiased, as PyTorch keeps it; and kept in stats, 2 * channels
+/// doubles, where given) and the running ones in evaluation.
 template <class T>
 struct kernel<op::batch_norm_forward, basic_cpu<T>> : cpu_detail::batch_norm_forward_kernel<T, false> {};
 
 /// kernel<op::batch_norm_backward, cpu>::run(n, channels, inner, x, gamma, running_mean, running_var,
-/// train, eps, dy, dgamma, dbeta, dx): dgamma += sum(dy * xhat), dbeta += sum(dy); dx (may be null)
-/// overwritten: in training gamma / std * (dy - mean(dy) - xhat mean(dy * xhat)) through the batch
-/// statistics, in evaluation dy * gamma / std of the running variance.
+/// train, eps, dy, dgamma, dbeta, dx[, stats]): dgamma += sum(dy * xhat), dbeta += sum(dy); dx (may be
+/// null) overwritten: in training gamma / std * (dy - mean(dy) - xhat mean(dy * xhat)) through the
+/// batch statistics (read from stats where given: what the training forward of the same x kept,
+/// the same bits), in evaluation dy * gamma / std of the running variance.
 template <class T>
 struct kernel<op::batch_norm_backward, basic_cpu<T>> {
     static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma,
                     const T* running_mean, const T* running_var, bool train, float eps, const T* dy, T* dgamma,
-                    T* dbeta, T* dx) {
+                    T* dbeta, T* dx, const double* stats = nullptr) {
         cpu_detail::batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
             cpu_detail::batch_norm_backward_channels(c0, c1, n, channels, inner, x, gamma, running_mean, running_var,
                                                      train, eps, dy, dgamma, dbeta, dx, static_cast<const T*>(nullptr),
-                                                     static_cast<T*>(nullptr));
+                                                     static_cast<T*>(nullptr), stats);
         });
     }
 };
@@ -124,7 +131,7 @@ template <class T>
 struct kernel<op::batch_norm_forward_relu, basic_cpu<T>> : cpu_detail::batch_norm_forward_kernel<T, true> {};
 
 /// kernel<op::batch_norm_backward_relu, cpu>::run(n, channels, inner, x, gamma, running_mean,
-/// running_var, train, eps, y, dy, dgamma, dbeta, dx): the backward of a BatchNorm followed by a
+/// running_var, train, eps, y, dy, dgamma, dbeta, dx[, stats]): the backward of a BatchNorm followed by a
 /// ReLU whose output is y and output gradient dy: dy is masked in place (where y > 0, else 0, the
 /// ReLU's backward) in the pass that sums it, then op::batch_norm_backward's with the masked dy. The
 /// bits of the two backwards one after the other; dy afterwards holds the BatchNorm's output
@@ -133,10 +140,10 @@ template <class T>
 struct kernel<op::batch_norm_backward_relu, basic_cpu<T>> {
     static void run(std::size_t n, std::size_t channels, std::size_t inner, const T* x, const T* gamma,
                     const T* running_mean, const T* running_var, bool train, float eps, const T* y, T* dy, T* dgamma,
-                    T* dbeta, T* dx) {
+                    T* dbeta, T* dx, const double* stats = nullptr) {
         cpu_detail::batch_norm_channels(n, channels, inner, [&](std::size_t c0, std::size_t c1) {
             cpu_detail::batch_norm_backward_channels(c0, c1, n, channels, inner, x, gamma, running_mean, running_var,
-                                                     train, eps, dy, dgamma, dbeta, dx, y, dy);
+                                                     train, eps, dy, dgamma, dbeta, dx, y, dy, stats);
         });
     }
 };

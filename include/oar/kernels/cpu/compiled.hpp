@@ -45,10 +45,10 @@ namespace oar::cpu_detail {
                                        std::size_t, std::size_t, const T*, const T*, T*);                   \
     template void batch_norm_forward_channels<T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,   \
                                                  const T*, const T*, const T*, T*, T*, bool, float, float, T*,      \
-                                                 bool);                                                             \
+                                                 bool, double*);                                                    \
     template void batch_norm_backward_channels<T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,  \
                                                   const T*, const T*, const T*, const T*, bool, float, const T*,    \
-                                                  T*, T*, T*, const T*, T*);                                        \
+                                                  T*, T*, T*, const T*, T*, const double*);                         \
     template void batch_norm_fold_channels<T>(std::size_t, const T*, const T*, const T*, const T*, float, T*, T*);
 
 OAR_INSTANTIATE_KERNELS(float)
