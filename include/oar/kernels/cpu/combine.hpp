@@ -10,15 +10,15 @@
 #include <cstddef>    // std::size_t
 
 #include "../../config.hpp"     // OAR_RESTRICT
-#include "../../core/simd.hpp"  // xsimd::batch, max
+#include "../../core/simd.hpp"  // xsimd::batch
 #include "../dispatch.hpp"      // kernel, op::add, op::copy_rows
-#include "elementwise.hpp"      // cpu_detail::for_chunks
+#include "elementwise.hpp"      // cpu_detail::for_chunks, relu_fn
 
 namespace oar {
 
 namespace cpu_detail {
-/// y[i] = a[i] + b[i], with Relu max(a[i] + b[i], 0) as relu_fn's (v < 0 ? 0 : v: -0 and NaN
-/// pass), for i < n on this thread; y may be a or b (each element is read before it is written).
+/// y[i] = a[i] + b[i], with Relu relu_fn's max(a[i] + b[i], 0) (-0 and NaN pass), for i < n on
+/// this thread; y may be a or b (each element is read before it is written).
 template <bool Relu, class T>
 void add_span(const T* a, const T* b, T* y, std::size_t n) {
     using V = xsimd::batch<T>;
@@ -26,13 +26,12 @@ void add_span(const T* a, const T* b, T* y, std::size_t n) {
     std::size_t i = 0;
     for (; i < whole; i += V::size) {
         const V v = V::load_unaligned(a + i) + V::load_unaligned(b + i);
-        if constexpr (Relu) xsimd::select(v < V(0), V(0), v).store_unaligned(y + i);
+        if constexpr (Relu) relu_fn{}.simd_apply(v).store_unaligned(y + i);
         else v.store_unaligned(y + i);
     }
     for (; i < n; ++i) {
         const T v = a[i] + b[i];
-        if constexpr (Relu) y[i] = v < T(0) ? T(0) : v;
-        else y[i] = v;
+        y[i] = Relu ? relu_fn{}(v) : v;
     }
 }
 }  // namespace cpu_detail
