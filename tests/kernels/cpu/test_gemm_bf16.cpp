@@ -241,13 +241,15 @@ using block_fn = void (*)(std::size_t, std::size_t, std::size_t, float, const oa
 
 /// Sweeps one emulated body over transposes, strides and the sizes around its tiles and blocks,
 /// against the exact products of the bf16 inputs; returns the number of wrong cases.
-std::size_t sweep_emulated(block_fn block, const char* name, std::initializer_list<std::size_t> Ks = {1, 3, 33, 257, 300}) {
+std::size_t sweep_emulated(block_fn block, const char* name, std::initializer_list<std::size_t> Ks = {1, 3, 33, 257, 300},
+                           std::initializer_list<std::size_t> Ns = {1, 16, 17, 33},
+                           std::initializer_list<std::size_t> Ms = {1, 9, 11, 33, 161}) {
     std::size_t bad_cases = 0;
     std::uint64_t seed = 900;
     for (Trans ta : both_trans)
         for (Trans tb : both_trans)
-            for (std::size_t M : {1u, 9u, 11u, 33u, 161u})
-                for (std::size_t N : {1u, 16u, 17u, 33u})
+            for (std::size_t M : Ms)
+                for (std::size_t N : Ns)
                     for (std::size_t K : Ks) {
                         const std::size_t pad = (M + N) % 3;
                         const std::size_t ar = ta == Trans::no ? M : K, ac = ta == Trans::no ? K : M;
@@ -302,7 +304,10 @@ TEST_CASE("the AVX512-BF16 body on emulated vdpbf16ps matches the exact products
 TEST_CASE("the AMX body on emulated tiles matches the exact products on every transpose and edge") {
     // K = 1057: more than one of the AMX body's K blocks (gemm_bf16_amx_kc = 1024).
     static_assert(oar::cpu_detail::gemm_bf16_amx_kc < 1057);
-    CHECK(sweep_emulated(&oar::cpu_detail::emu_amx::gemm_block<oar::bf16>, "emulated amx", {1, 3, 33, 257, 300, 1057}) == 0);
+    // M = 64 with N = 33 (beta 0) and N = 64 (beta 1), alpha 1 where M + K is odd: whole 32 x 32 blocks
+    // that start from zero or from C in the tiles and are stored straight into C, over one K block and two.
+    CHECK(sweep_emulated(&oar::cpu_detail::emu_amx::gemm_block<oar::bf16>, "emulated amx", {1, 3, 33, 257, 300, 1057},
+                         {1, 16, 17, 33, 64}, {1, 9, 11, 33, 64, 161}) == 0);
     CHECK(!oar::cpu_detail::emu_amx::tiles().misuse);       // every tile used within its configured shape
     CHECK(!oar::cpu_detail::emu_amx::tiles().configured);   // released at the end
 }

@@ -12,9 +12,10 @@
 //   path computes the exact products of the bf16 inputs and differs from the others only in the
 //   order and grouping of the fp32 sums, and in that vdpbf16ps and AMX treat subnormal inputs and
 //   results as zero (the fp32 path keeps them).
-// Each path sums every element of C in an order fixed by K alone (K blocks of 256, 1024 on AMX, in
-// order, each added to C with beta applied by the first), so results do not depend on the thread
-// count. The AMX and AVX512-BF16 bodies read bf16 inputs or float ones, which they round to bf16
+// Each path sums every element of C in an order fixed by the shapes alone (K blocks of 256, 1024 on
+// AMX, in order, each added to C with beta applied by the first; on AMX, with alpha 1 and beta 0 or
+// 1, the whole 32 x 32 blocks of C, at multiples of 32 from C's origin, sum onto C in the tiles),
+// so results do not depend on the thread count. The AMX and AVX512-BF16 bodies read bf16 inputs or float ones, which they round to bf16
 // while packing (the bf16_mixed policy's products: no rounded copy of either operand).
 #pragma once
 
