@@ -266,6 +266,7 @@ TEST_CASE("batch conv2d forward and backward match direct loops, with and withou
             {{8, 5, 6, 3, 1, 2}, 3, 3},       // the same with flipped-weight dx (its padding 0)
             {{2, 5, 6, 3, 1, 3}, 3, 4},       // pad > K - 1 (kernel level only): the output row sets the pitch
             {{20, 14, 14, 5, 1, 2}, 20, 6},   // the course's second layer at full size (pitch 16, not 18)
+            {{3, 10, 9, 3, 1, 0}, 32, 2},     // MyNet's first layer's channels: 32 rows in uneven panels (6 6 5 5 5 5 on AVX2)
             // The strided phase layout (forward, weight gradient, input gradient) and the pointwise GEMMs:
             {{16, 9, 9, 3, 2, 1}, 12, 11},    // ResNet8's stride-2 3x3 at an odd size, two groups and a partial one
             {{16, 8, 8, 1, 2, 0}, 12, 3},     // ResNet8's 1x1 stride-2 projection: one phase, a strided gather
@@ -346,7 +347,7 @@ TEST_CASE("the stride-1 weight gradient equals the double one within 16 u sum |d
         {{16, 32, 32, 3, 1, 1}, 16, 2},  // ResNet8's first stage: a sweep of one sample (1024 positions)
         {{5, 9, 7, 3, 1, 1}, 13, 4},     // 13 output channels (a partial block), 45 rows, 9 x 7
         {{3, 5, 11, 3, 1, 2}, 7, 3},     // pad = K - 1: the pitch is the output row
-        {{8, 7, 7, 3, 1, 1}, 16, 24},    // 24 samples: five groups' partial sums, the last of 4
+        {{8, 7, 7, 3, 1, 1}, 16, 24},    // 24 samples of 49 positions: four groups of 6 (256+ positions each)
     };
     constexpr double kappa = 16.0, u = 1.0 / 16777216.0;
     for (const auto& c : cases) {
