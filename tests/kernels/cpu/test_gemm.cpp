@@ -316,10 +316,14 @@ TEST_CASE("gemm across the cache blocks: K past one K block, M past one row bloc
             }
 }
 
-TEST_CASE("gemm results are bit-identical whatever the thread count") {
-    // The last three are narrow products large enough to be split over threads.
+TEST_CASE("gemm results are bit-identical whatever the thread count, on every ISA") {
+    // Split by rows, op(B) packed once for all threads ({300, 410, 270}: a partial panel, two K
+    // blocks; {784, 512, 100}); split by columns, op(A) packed once for all ({100, 784, 512}: a
+    // partial panel, two K blocks) or, 20 rows, by each thread ({20, 2000, 500}). The one-thread run
+    // packs as it goes. The last three are narrow products large enough to be split over threads.
     constexpr std::size_t shapes[][3] = {{300, 410, 270}, {20, 2000, 500}, {784, 512, 100}, {100, 784, 512},
                                          {3000, 10, 200}, {2000, 7, 333}, {4001, 3, 170}};
+    for_each_isa([&] {
     for (Trans ta : both)
         for (Trans tb : both)
             for (const auto& sh : shapes) {
@@ -336,6 +340,7 @@ TEST_CASE("gemm results are bit-identical whatever the thread count") {
                 CHECK(results[0] == results[1]);
                 CHECK(results[0] == results[2]);
             }
+    });
     oar::set_num_threads(oar::default_thread_count());
 }
 

@@ -12,6 +12,7 @@ namespace oar::cpu_detail {
 enum class scratch_slot {
     gemm_a,          // gemm: packed panels of op(A) / the narrow paths' B panel
     gemm_b,          // gemm: packed strips of op(B)
+    gemm_shared,     // gemm split over threads: the operand every part reads, packed once for all
     conv_cols,       // conv: one sample's column (or row) matrix
     conv_dcols,      // conv backward: the column matrix's gradient
     conv_partials,   // conv backward: per-group weight-gradient partial sums
