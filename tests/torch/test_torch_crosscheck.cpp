@@ -221,6 +221,13 @@ TEST_CASE("Conv2D with rectangular kernels, per-axis strides and padding, and wi
     check_conv2d<8, 16, 1, 2, 0, 8, 8, oar::Bias::no>(4, 190);
 }
 
+TEST_CASE("MyNet's Conv2D<3,32,3> and Conv2D<64,64,3> agree with libtorch") {
+    std::printf("Conv2D<3,32,3> on [2,3,32,32] (implicit GEMM in row panels of uneven heights)\n");
+    check_conv2d<3, 32, 3, 1, 0, 32, 32>(2, 210);
+    std::printf("Conv2D<64,64,3> on [20,64,6,6] (weight gradient in groups of 16 samples and 4)\n");
+    check_conv2d<64, 64, 3, 1, 0, 6, 6>(20, 220);
+}
+
 TEST_CASE("Conv2D<3,4,3,2,0> with stride 2 and no padding agrees with libtorch") {
     std::printf("Conv2D<3,4,3,2,0> on [5,3,9,9]\n");
     check_conv2d<3, 4, 3, 2, 0, 9, 9>(5, 120);
