@@ -19,7 +19,7 @@ enum class scratch_slot {
     conv_flipped,    // conv backward: flipped, transposed weights (input gradient as a forward)
     conv_padded,     // conv stride 1: a zero-padded sample (and the offsets table)
     conv_out,        // conv stride 1: the wide output before the valid columns are copied out
-    conv_dw_x,       // conv weight gradient: padded samples of a group
+    conv_dw_x,       // conv weight gradient: padded samples of a group (and a positions or offsets table)
     conv_dw_dy,      // conv weight gradient: dy on the padded pitch
     conv_db,         // conv backward: per-sample bias sums
     conv_wpack,      // conv: weights packed once per call
