@@ -60,6 +60,15 @@ constexpr std::uint16_t bf16_bits(float x) {
     return static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
+/// Two inputs' bf16 bits as one 32-bit word, lo in the low half: the pair as it lies in memory (lo
+/// at the lower address) in the packed layouts, so packing stores whole words, lane by lane.
+template <class In>
+constexpr std::uint32_t bf16_pair(In lo, In hi) {
+    return std::uint32_t(bf16_bits(lo)) | (std::uint32_t(bf16_bits(hi)) << 16);
+}
+/// A 32-bit word that may alias the packed uint16_t buffers (the words bf16_pair makes).
+typedef std::uint32_t bf16_word __attribute__((may_alias));
+
 /// The fp32 path: op(A) and op(B) widened to float, then the fp32 GEMM at the active vector ISA.
 inline void gemm_bf16_widened(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
                               const bf16* A, std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C,
