@@ -5,7 +5,7 @@
 #
 #   scripts/bf16_check.sh [BUILD_DIR] [PYTHON]   # defaults: build/release, .venv/bin/python
 #
-# BUILD_DIR needs oar_tests_kernels_cpu and sbs_oar built; PYTHON a torch (benchmarks/sbs_pytorch.py).
+# BUILD_DIR needs oar_tests_kernels_cpu, sbs_oar and bench_mixed_gemm built; PYTHON a torch (benchmarks/sbs_pytorch.py).
 # Prints its findings; exit status 0 unless the tests fail. Results go to docs/BENCHMARKS.md by hand.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -38,6 +38,10 @@ job cnn train 100 20
 job mlp train 100 20
 job mynet train 128 20
 job cnn infer 100 20
+
+echo "== the MLP's GEMMs alone, fp32 against bf16_mixed (bench_mixed_gemm: 1 and 2 threads)"
+"${pin[@]}" "$B/benchmarks/bench_mixed_gemm" 1
+"${pin[@]}" "$B/benchmarks/bench_mixed_gemm" 2
 
 echo "== bf16_mixed with OAR_ISA forcing each path (avx512: the rounded operands through the fp32 kernels)"
 for isa in amx avx512bf16 avx512; do
