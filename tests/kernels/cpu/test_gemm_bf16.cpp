@@ -403,7 +403,8 @@ TEST_CASE("the emulated bf16 bodies round float inputs while packing: the bits o
     CHECK(!cd::emu_amx::tiles().misuse);
 }
 
-TEST_CASE("the bf16_mixed GEMM on the bf16 units (float inputs rounded while packing) gives gemm_bf16's bits on rounded inputs") {
+TEST_CASE("the bf16_mixed GEMM on the bf16 units (float inputs rounded while packing) gives gemm_bf16's bits on rounded inputs; "
+          "a C narrower than a strip takes the fp32 kernel") {
     for (oar::cpu_isa isa : {oar::cpu_isa::avx512_bf16, oar::cpu_isa::amx}) {
         if (!oar::cpu_supports(isa)) {
             oar_test::skip(std::string(oar::cpu_isa_name(isa)) + " units not run: " + oar::cpu_isa_unsupported_reason(isa));
@@ -424,7 +425,11 @@ TEST_CASE("the bf16_mixed GEMM on the bf16 units (float inputs rounded while pac
                          std::size_t ak, const oar::bf16* b, std::size_t bk, std::size_t bj, float beta, float* c,
                          std::size_t ldc) {
                           const Trans ta = ak == 1 ? Trans::no : Trans::yes, tb = bj == 1 ? Trans::no : Trans::yes;
-                          oar::gemm_bf16(ta, tb, M, N, K, alpha, a, ak == 1 ? ai : ak, b, bj == 1 ? bk : bj, beta, c, ldc);
+                          if (N >= oar::cpu_detail::gemm_bf16_nr)  // the units
+                              oar::gemm_bf16(ta, tb, M, N, K, alpha, a, ak == 1 ? ai : ak, b, bj == 1 ? bk : bj, beta, c, ldc);
+                          else  // N = 17: the fp32 kernel on the widened (exact) values
+                              oar::cpu_detail::gemm_bf16_widened(ta, tb, M, N, K, alpha, a, ak == 1 ? ai : ak, b,
+                                                                 bj == 1 ? bk : bj, beta, c, ldc);
                       },
                       {1, 33, 300, 1057}) == 0);
         }

@@ -209,9 +209,12 @@ inline void gemm_bf16(Trans ta, Trans tb, std::size_t M, std::size_t N, std::siz
 
 /// The bf16_mixed policy's GEMM (Linear's products under Network<..., bf16_mixed>): float A and B
 /// rounded to bf16 (nearest, ties to even), multiplied exactly and summed in fp32. On AVX512-BF16 and
-/// AMX the floats go to gemm_bf16's units, which round them while packing; elsewhere they are
-/// rounded into float copies holding bf16 values and go to the fp32 GEMM (what gemm_bf16's fp32 path
-/// computes, without the round trip through bf16 storage). There an untransposed A of more than
+/// AMX the floats go to gemm_bf16's units, which round them while packing, where C has at least one
+/// whole strip of the units' tiles (N >= gemm_bf16_nr: a narrower C, such as a 10-class output
+/// layer's, leaves most of each tile's columns idle and the fp32 kernel does it sooner); elsewhere
+/// (and for narrow C) they are rounded into float copies holding bf16 values and go to the fp32 GEMM
+/// (what gemm_bf16's fp32 path computes, without the round trip through bf16 storage). The choice
+/// depends on the shape and the ISA alone, so the bits do not depend on the thread count. There an untransposed A of more than
 /// bf16_chunk_values values (a large evaluation batch) is rounded and multiplied a block of rows at
 /// a time; each row of C is summed in an order fixed by K alone, so the bits are those of one product.
 template <>
@@ -223,7 +226,8 @@ struct precision_gemm<bf16_mixed> {
         if (M == 0 || N == 0) return;
 #if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
         const cpu_isa isa = active_cpu_isa();
-        if ((isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) && K > 0 && alpha != 0.0f) {
+        if ((isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) && N >= cpu_detail::gemm_bf16_nr && K > 0 &&
+            alpha != 0.0f) {
             cpu_detail::gemm_bf16_units(isa, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
             return;
         }
