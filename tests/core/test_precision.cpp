@@ -711,3 +711,41 @@ TEST_CASE("bf16_mixed is the fp32 kernels on rounded operands, bit for bit, with
     }
     set_cpu_isa(default_cpu_isa());
 }
+
+TEST_CASE("a bf16_mixed network's eval-mode forwards reuse its Linear weights packed for the bf16 units while the parameters are unchanged") {
+    // Two Linears wide enough for the units (N >= 32: their weights packed once and kept) and one
+    // narrower (the fp32 kernel); train-mode forwards never use the kept copies: they are the
+    // reference. On every path this CPU has (the units where it has them).
+    using Seq = Sequential<Flatten, Linear<60, 48>, ReLU, Linear<48, 40>, Sigmoid, Linear<40, 10>>;
+    for (oar::cpu_isa isa : oar::supported_cpu_isas()) {
+        oar::set_cpu_isa(isa);
+        INFO(std::string(oar::cpu_isa_name(isa)));
+        Network<Seq, Shape<60>, cpu, bf16_mixed> net(3);
+        Tensor x(7, make_dims(60));
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = float((i * 37) % 101) / 50.0f - 1.0f;
+        const auto out = [&](Mode m) {
+            m == Mode::eval ? net.eval() : net.train();
+            const auto y = net.forward(x);
+            return std::vector<float>(y.data(), y.data() + y.size());
+        };
+        const auto check_eval = [&](const char* what) {
+            INFO(what);
+            const auto e1 = out(Mode::eval), e2 = out(Mode::eval), t = out(Mode::train);
+            CHECK(e1 == t);
+            CHECK(e2 == t);
+            return t;
+        };
+        const auto before = check_eval("fresh network");
+        Adam opt(net.parameters(), {.learning_rate = 0.05f});
+        CrossEntropyLoss<> ce;
+        const std::vector<std::int64_t> y = {0, 1, 2, 3, 4, 5, 6};
+        ce(net.forward(x), y);
+        net.backward(ce.backward());
+        opt.step();
+        const auto after = check_eval("after an optimizer step");
+        CHECK(after != before);
+        net.parameters().values()[net.parameters().entry("1.weight").offset + 5] += 0.5f;  // a write through values()
+        CHECK(check_eval("after a write through values()") != after);
+    }
+    oar::set_cpu_isa(oar::default_cpu_isa());
+}

@@ -46,6 +46,12 @@ struct Context {
     using mixed_gemm_fn = void (*)(Trans, Trans, std::size_t, std::size_t, std::size_t, float, const float*,
                                    std::size_t, const float*, std::size_t, float, float*, std::size_t);
     mixed_gemm_fn mixed_gemm = nullptr;
+    /// Under bf16_mixed on the CPU (set by Network): mixed_gemm with op(B) taken from the packed
+    /// weights' cache (packed_weights, param_version): Linear's evaluation-mode forward.
+    using mixed_gemm_cached_fn = void (*)(gemm_pack_cache<value_type>&, std::uint64_t, Trans, Trans, std::size_t,
+                                          std::size_t, std::size_t, float, const float*, std::size_t, const float*,
+                                          std::size_t, float, float*, std::size_t);
+    mixed_gemm_cached_fn mixed_gemm_cached = nullptr;
     /// Under bf16_mixed on the CPU (set by Network, kernels/cpu/conv_bf16.hpp): Conv2D's forward and
     /// backward with bf16 products, which Conv2D runs where the CPU has AVX512-BF16 or AMX
     /// (conv_bf16_applies); null otherwise.

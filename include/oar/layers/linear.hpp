@@ -98,13 +98,19 @@ struct Linear {
 
 private:
     /// y = x W, (rows, In) x (In, Out): on the CPU in evaluation mode with W packed once and kept in
-    /// the context's cache until the parameters change (the same bits as packing it every call).
+    /// the context's cache until the parameters change (the same bits as packing it every call), for
+    /// the fp32 kernels or, under bf16_mixed, for the bf16 units.
     template <Backend B, class T>
     static void forward_product(Context<B>& ctx, std::size_t rows, const T* x, T* y) {
-        if constexpr (std::same_as<B, basic_cpu<T>>)
+        if constexpr (std::same_as<B, basic_cpu<T>>) {
+            if constexpr (std::same_as<B, cpu>)
+                if (ctx.packed_weights && ctx.mixed_gemm_cached)
+                    return ctx.mixed_gemm_cached(*ctx.packed_weights, ctx.param_version, Trans::no, Trans::no, rows,
+                                                 Out, In, 1.0f, x, In, ctx.params, Out, 0.0f, y, Out);
             if (ctx.packed_weights && !ctx.mixed_gemm)
                 return ctx.packed_weights->gemm(Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out,
                                                 T(0), y, Out, ctx.param_version);
+        }
         matmul(ctx, Trans::no, Trans::no, rows, Out, In, T(1), x, In, ctx.params, Out, T(0), y, Out);
     }
     /// kernel<op::gemm, B>, or the precision policy's GEMM where the network set one.

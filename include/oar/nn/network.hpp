@@ -199,6 +199,7 @@ public:
             static_assert(requires { &precision_gemm<P>::run; },
                           "oar: a bf16_mixed Network needs <oar/kernels/cpu/gemm_bf16.hpp> (its kernels)");
             ctx_.mixed_gemm = &precision_gemm<P>::run;
+            ctx_.mixed_gemm_cached = &precision_gemm<P>::run_cached;
             ctx_.mixed_conv_forward = &precision_conv<P>::forward;
             ctx_.mixed_conv_backward = &precision_conv<P>::backward;
         } else if constexpr (std::same_as<P, bf16_mixed>) {

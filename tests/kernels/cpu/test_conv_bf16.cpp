@@ -45,7 +45,8 @@ void emulated_conv_gemm(Trans ta, Trans tb, std::size_t M, std::size_t N, std::s
     const std::size_t ai = ta == Trans::no ? lda : 1, ak = ta == Trans::no ? 1 : lda;
     const std::size_t bk = tb == Trans::no ? ldb : 1, bj = tb == Trans::no ? 1 : ldb;
     oar::cpu_detail::gemm_bf16_split(M, N, K, RowUnit, A, ai, B, bj, C, ldc,
-                                     [&](std::size_t m, std::size_t n, const oar::bf16* a, const oar::bf16* b, float* c) {
+                                     [&](std::size_t m, std::size_t n, const oar::bf16* a, const oar::bf16* b, float* c,
+                                         std::size_t) {
                                          Block(m, n, K, alpha, a, ai, ak, b, bk, bj, beta, c, ldc);
                                      });
 }

@@ -19,7 +19,9 @@
 // tdpbf16ps: exact bf16 products added to fp32 sums), so their packing, edges, masks and blocks are
 // checked where the instructions are absent (tests/support/emulated_bf16.hpp); the real
 // instructions only where the CPU has them. The bodies' float inputs (the bf16_mixed policy's,
-// rounded while packing) give the bits of the same product on inputs rounded beforehand.
+// rounded while packing) give the bits of the same product on inputs rounded beforehand, and
+// with op(B) packed whole beforehand (bf16_mixed's cache of Linear's weights in evaluation mode)
+// the bits of packing it block by block.
 #include <doctest/doctest.h>  // TEST_CASE, CHECK
 
 #include <oar/kernels/cpu/gemm_bf16.hpp>  // the header under test
@@ -27,7 +29,7 @@
 #include <oar/core/cpu_isa.hpp>           // supported_cpu_isas, set_cpu_isa, cpu_supports
 #include <oar/core/thread_pool.hpp>       // set_num_threads: results must not depend on it
 
-#include <algorithm>  // std::max
+#include <algorithm>  // std::max, std::fill
 #include <cmath>      // std::fabs, std::isnan, std::ldexp
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::uint64_t, std::uint16_t, std::int32_t
@@ -435,5 +437,127 @@ TEST_CASE("the bf16_mixed GEMM on the bf16 units (float inputs rounded while pac
         }
         oar::set_num_threads(oar::default_thread_count());
     }
+    oar::set_cpu_isa(oar::default_cpu_isa());
+}
+
+namespace {
+
+/// One emulated body's gemm_block reading a whole op(B) packed beforehand (pack_b_whole), C split
+/// at column 32 into two calls as a split over threads does, against the body packing B itself:
+/// same bits (B itself not passed to the calls with the copy). Returns the number of wrong cases.
+template <class Body>
+std::size_t prepacked_vs_packing(Body body, std::initializer_list<std::size_t> Ks) {
+    std::size_t bad_cases = 0;
+    std::uint64_t seed = 7700;
+    for (Trans ta : both_trans)
+        for (Trans tb : both_trans)
+            for (std::size_t M : {1u, 11u, 33u})
+                for (std::size_t N : {32u, 33u, 100u})
+                    for (std::size_t K : Ks) {
+                        const std::size_t ar = ta == Trans::no ? M : K, ac = ta == Trans::no ? K : M;
+                        const std::size_t br = tb == Trans::no ? K : N, bc = tb == Trans::no ? N : K;
+                        const auto a = with_ties(ar * ac, seed++), b = with_ties(br * bc, seed++);
+                        const auto c0 = oar_test::random_vector<float>(M * N, seed++);
+                        auto want = c0, got = c0;
+                        const std::size_t ai = ta == Trans::no ? ac : 1, ak = ta == Trans::no ? 1 : ac;
+                        const std::size_t bk = tb == Trans::no ? bc : 1, bj = tb == Trans::no ? 1 : bc;
+                        const float alpha = K % 2 ? 1.0f : 0.5f, beta = N % 2 ? 0.0f : 1.0f;
+                        body.pack_free(M, N, K, alpha, a.data(), ai, ak, b.data(), bk, bj, beta, want.data(), N);
+                        std::vector<std::uint16_t> pre(body.size(K, N), 0xffff);
+                        body.pack_whole(K, N, b.data(), bk, bj, pre.data());
+                        const std::size_t strips = (N + 31) / 32;
+                        body.from_pre(M, 32, K, alpha, a.data(), ai, ak, beta, got.data(), N, pre.data(), 0, strips);
+                        body.from_pre(M, N - 32, K, alpha, a.data(), ai, ak, beta, got.data() + 32, N, pre.data(), 1,
+                                      strips);
+                        if (std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) != 0) {
+                            ++bad_cases;
+                            INFO("M ", M, " N ", N, " K ", K, " ta ", int(ta), " tb ", int(tb));
+                            CHECK(false);
+                        }
+                    }
+    return bad_cases;
+}
+
+/// The calls prepacked_vs_packing makes, for the body in namespace NS.
+#define OAR_TEST_PREPACKED_BODY(NS)                                                                                   \
+        void pack_free(std::size_t M, std::size_t N, std::size_t K, float alpha, const float* a, std::size_t ai,     \
+                       std::size_t ak, const float* b, std::size_t bk, std::size_t bj, float beta, float* c,          \
+                       std::size_t ldc) const {                                                                      \
+            NS::gemm_block(M, N, K, alpha, a, ai, ak, b, bk, bj, beta, c, ldc);                                      \
+        }                                                                                                            \
+        std::size_t size(std::size_t K, std::size_t N) const { return NS::packed_b_size(K, N); }                     \
+        void pack_whole(std::size_t K, std::size_t N, const float* b, std::size_t bk, std::size_t bj,                \
+                        std::uint16_t* out) const {                                                                  \
+            NS::pack_b_whole(K, N, b, bk, bj, out);                                                                  \
+        }                                                                                                            \
+        void from_pre(std::size_t M, std::size_t N, std::size_t K, float alpha, const float* a, std::size_t ai,      \
+                      std::size_t ak, float beta, float* c, std::size_t ldc, const std::uint16_t* pre,               \
+                      std::size_t strip0, std::size_t strips) const {                                                \
+            NS::gemm_block_from(M, N, K, alpha, a, ai, ak, static_cast<const float*>(nullptr), 0, 0, beta, c, ldc,   \
+                                pre, strip0, strips);                                                                \
+        }
+struct emu_avx512_prepacked {
+    OAR_TEST_PREPACKED_BODY(oar::cpu_detail::emu_avx512)
+};
+struct emu_amx_prepacked {
+    OAR_TEST_PREPACKED_BODY(oar::cpu_detail::emu_amx)
+};
+#undef OAR_TEST_PREPACKED_BODY
+
+}  // namespace
+
+TEST_CASE("the emulated bf16 bodies read a whole op(B) packed beforehand with the bits of packing it themselves") {
+    namespace cd = oar::cpu_detail;
+    // K = 300 spans two of the AVX512-BF16 body's K blocks (256), K = 1057 two of the AMX body's (1024).
+    static_assert(cd::gemm_bf16_kc < 300 && cd::gemm_bf16_amx_kc < 1057);
+    CHECK(prepacked_vs_packing(emu_avx512_prepacked{}, {1, 2, 33, 300}) == 0);
+    CHECK(prepacked_vs_packing(emu_amx_prepacked{}, {1, 33, 300, 1057}) == 0);
+    CHECK(!cd::emu_amx::tiles().misuse);
+}
+
+TEST_CASE("bf16_mixed's run_cached gives run's bits and packs op(B) once per version, on every path this CPU has") {
+    // Linear's forward shapes (one row, the MLP's batch) and edges: N not a whole number of strips,
+    // K over several blocks, N narrower than a strip (run as it is, nothing packed).
+    constexpr std::size_t shapes[][3] = {{1, 512, 784}, {100, 512, 784}, {20, 70, 300}, {130, 65, 1057}, {33, 7, 64}};
+    for (oar::cpu_isa isa : oar::supported_cpu_isas()) {
+        oar::set_cpu_isa(isa);
+        const bool units = isa == oar::cpu_isa::avx512_bf16 || isa == oar::cpu_isa::amx;
+        for (std::size_t threads : {1u, 2u, 3u})
+            for (Trans ta : both_trans)
+                for (Trans tb : both_trans)
+                    for (const auto& sh : shapes) {
+                        oar::set_num_threads(threads);
+                        const std::size_t M = sh[0], N = sh[1], K = sh[2], pad = 3;
+                        const std::size_t lda = (ta == Trans::no ? K : M) + pad, ldb = (tb == Trans::no ? N : K) + pad;
+                        const auto a = with_ties((ta == Trans::no ? M : K) * lda, 31);
+                        auto b = with_ties((tb == Trans::no ? K : N) * ldb, 32);
+                        std::vector<float> want(M * N, 0.25f), got(M * N, 0.25f);
+                        oar::precision_gemm<oar::bf16_mixed>::run(ta, tb, M, N, K, 1.0f, a.data(), lda, b.data(), ldb,
+                                                                  0.5f, want.data(), N);
+                        oar::gemm_pack_cache<float> cache;
+                        oar::precision_gemm<oar::bf16_mixed>::run_cached(cache, 1, ta, tb, M, N, K, 1.0f, a.data(), lda,
+                                                                         b.data(), ldb, 0.5f, got.data(), N);
+                        INFO(std::string(oar::cpu_isa_name(isa)), " threads=", threads, " ta=", int(ta), " tb=", int(tb),
+                             " M=", M, " N=", N, " K=", K);
+                        CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+                        const std::size_t packs = units && N >= oar::cpu_detail::gemm_bf16_nr ? 1 : 0;
+                        CHECK(cache.packs() == packs);
+                        std::fill(got.begin(), got.end(), 0.25f);  // again: from the kept copy
+                        oar::precision_gemm<oar::bf16_mixed>::run_cached(cache, 1, ta, tb, M, N, K, 1.0f, a.data(), lda,
+                                                                         b.data(), ldb, 0.5f, got.data(), N);
+                        CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+                        CHECK(cache.packs() == packs);
+                        b[0] += 1.0f;  // a write to B, announced by the next version: packed again
+                        std::fill(want.begin(), want.end(), 0.25f);
+                        std::fill(got.begin(), got.end(), 0.25f);
+                        oar::precision_gemm<oar::bf16_mixed>::run(ta, tb, M, N, K, 1.0f, a.data(), lda, b.data(), ldb,
+                                                                  0.5f, want.data(), N);
+                        oar::precision_gemm<oar::bf16_mixed>::run_cached(cache, 2, ta, tb, M, N, K, 1.0f, a.data(), lda,
+                                                                         b.data(), ldb, 0.5f, got.data(), N);
+                        CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+                        CHECK(cache.packs() == 2 * packs);
+                    }
+    }
+    oar::set_num_threads(oar::default_thread_count());
     oar::set_cpu_isa(oar::default_cpu_isa());
 }

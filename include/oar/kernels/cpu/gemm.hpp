@@ -99,6 +99,25 @@ public:
         cpu_detail::gemm_prepacked_at_active_isa<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                                                     packed(tb, K, N, B, ldb, version));
     }
+    /// A copy of op(B) in another kernel's layout of 16-bit values (the bf16 units' of
+    /// kernels/cpu/gemm_bf16.hpp: precision_gemm<bf16_mixed>::run_cached), `size` values written by
+    /// pack(out) where the entry for B is missing or stale, under gemm's rule with `isa` as the ISA.
+    template <class Pack>
+    const std::uint16_t* packed_u16(Trans tb, std::size_t K, std::size_t N, const T* B, std::size_t ldb,
+                                    std::uint64_t version, cpu_isa isa, std::size_t size, Pack&& pack) {
+        entry_u16* e = nullptr;
+        for (auto& x : entries_u16_)
+            if (x.b == B) e = &x;
+        if (!e) e = &entries_u16_.emplace_back();
+        if (e->b != B || e->tb != tb || e->K != K || e->N != N || e->ldb != ldb || e->version != version ||
+            e->isa != isa) {
+            e->data.resize(size);
+            pack(e->data.data());
+            *e = entry_u16{B, tb, K, N, ldb, version, isa, std::move(e->data)};
+            ++packs_;
+        }
+        return e->data.data();
+    }
     /// Times an operand was packed (a test's view of the reuse).
     std::size_t packs() const { return packs_; }
 
@@ -126,7 +145,16 @@ private:
         }
         return e->data.data();
     }
+    struct entry_u16 {
+        const T* b = nullptr;
+        Trans tb = Trans::no;
+        std::size_t K = 0, N = 0, ldb = 0;
+        std::uint64_t version = 0;
+        cpu_isa isa = cpu_isa::sse2;
+        aligned_vector<std::uint16_t> data;
+    };
     std::vector<entry> entries_;
+    std::vector<entry_u16> entries_u16_;
     std::size_t packs_ = 0;
 };
 

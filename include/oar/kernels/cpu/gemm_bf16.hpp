@@ -127,7 +127,7 @@ namespace cpu_detail {
 inline constexpr double gemm_bf16_parallel_min_madds = 1.0e6;
 
 /// Splits C over the default pool in whole units (unit x unit blocks of C: NR columns or `rows`
-/// rows) and runs block(M', N', A', B', C') on each part.
+/// rows) and runs block(M', N', A', B', C', j0) on each part, j0 its first column.
 template <class In, class Block>
 void gemm_bf16_split(std::size_t M, std::size_t N, std::size_t K, std::size_t row_unit, const In* A, std::size_t ai,
                      const In* B, std::size_t bj, float* C, std::size_t ldc, Block&& block) {
@@ -141,17 +141,17 @@ void gemm_bf16_split(std::size_t M, std::size_t N, std::size_t K, std::size_t ro
     const std::size_t units = by_cols ? col_units : row_units, unit = by_cols ? gemm_bf16_nr : row_unit;
     parts = std::min(parts, units);
     if (parts <= 1) {
-        block(M, N, A, B, C);
+        block(M, N, A, B, C, std::size_t(0));
         return;
     }
     pool->parallel_for(parts, [&](std::size_t t) {
         const std::size_t u0 = ThreadPool::chunk_begin(units, parts, t), u1 = ThreadPool::chunk_begin(units, parts, t + 1);
         if (by_cols) {
             const std::size_t j0 = u0 * unit, j1 = std::min(N, u1 * unit);
-            block(M, j1 - j0, A, B + j0 * bj, C + j0);
+            block(M, j1 - j0, A, B + j0 * bj, C + j0, j0);
         } else {
             const std::size_t i0 = u0 * unit, i1 = std::min(M, u1 * unit);
-            block(i1 - i0, N, A + i0 * ai, B, C + i0 * ldc);
+            block(i1 - i0, N, A + i0 * ai, B, C + i0 * ldc, std::size_t(0));
         }
     });
 }
@@ -159,22 +159,43 @@ void gemm_bf16_split(std::size_t M, std::size_t N, std::size_t K, std::size_t ro
 #if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
 /// C = alpha * op(A) op(B) + beta * C on the bf16 units of `isa` (amx or avx512_bf16), split over
 /// the default pool; In is bf16, or float rounded to bf16 while packing (no rounded copy made).
+/// With `pre` (bf16_pack_b_whole's copy of op(B) for `isa`) B is read from there, not packed.
 template <class In>
 void gemm_bf16_units(cpu_isa isa, Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
                      const In* A, std::size_t lda, const In* B, std::size_t ldb, float beta, float* C,
-                     std::size_t ldc) {
+                     std::size_t ldc, const std::uint16_t* pre = nullptr) {
     const std::size_t ai = ta == Trans::no ? lda : 1, ak = ta == Trans::no ? 1 : lda;
     const std::size_t bk = tb == Trans::no ? ldb : 1, bj = tb == Trans::no ? 1 : ldb;
+    const std::size_t strips = (N + gemm_bf16_nr - 1) / gemm_bf16_nr;
     if (isa == cpu_isa::amx)
         gemm_bf16_split(M, N, K, 32, A, ai, B, bj, C, ldc,
-                        [&](std::size_t m, std::size_t n, const In* a, const In* b, float* c) {
-                            bf16_amx::gemm_block(m, n, K, alpha, a, ai, ak, b, bk, bj, beta, c, ldc);
+                        [&](std::size_t m, std::size_t n, const In* a, const In* b, float* c, std::size_t j0) {
+                            bf16_amx::gemm_block_from(m, n, K, alpha, a, ai, ak, b, bk, bj, beta, c, ldc, pre,
+                                                      j0 / gemm_bf16_nr, strips);
                         });
     else
         gemm_bf16_split(M, N, K, 10, A, ai, B, bj, C, ldc,
-                        [&](std::size_t m, std::size_t n, const In* a, const In* b, float* c) {
-                            bf16_avx512::gemm_block(m, n, K, alpha, a, ai, ak, b, bk, bj, beta, c, ldc);
+                        [&](std::size_t m, std::size_t n, const In* a, const In* b, float* c, std::size_t j0) {
+                            bf16_avx512::gemm_block_from(m, n, K, alpha, a, ai, ak, b, bk, bj, beta, c, ldc, pre,
+                                                         j0 / gemm_bf16_nr, strips);
                         });
+}
+
+/// Values of the whole of op(B) (K x N) packed for the bf16 units of `isa` (bf16_pack_b_whole).
+inline std::size_t bf16_packed_b_size(cpu_isa isa, std::size_t K, std::size_t N) {
+    return isa == cpu_isa::amx ? bf16_amx::packed_b_size(K, N) : bf16_avx512::packed_b_size(K, N);
+}
+
+/// Packs the whole of op(B) (K x N; B(k, j) = B[k*ldb + j] untransposed, B[j*ldb + k] transposed)
+/// as gemm_bf16_units on `isa` packs it block by block, for its `pre`.
+template <class In>
+void bf16_pack_b_whole(cpu_isa isa, Trans tb, std::size_t K, std::size_t N, const In* B, std::size_t ldb,
+                       std::uint16_t* out) {
+    const std::size_t bk = tb == Trans::no ? ldb : 1, bj = tb == Trans::no ? 1 : ldb;
+    if (isa == cpu_isa::amx)
+        bf16_amx::pack_b_whole(K, N, B, bk, bj, out);
+    else
+        bf16_avx512::pack_b_whole(K, N, B, bk, bj, out);
 }
 #endif
 }  // namespace cpu_detail
@@ -226,8 +247,7 @@ struct precision_gemm<bf16_mixed> {
         if (M == 0 || N == 0) return;
 #if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
         const cpu_isa isa = active_cpu_isa();
-        if ((isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) && N >= cpu_detail::gemm_bf16_nr && K > 0 &&
-            alpha != 0.0f) {
+        if (on_units(isa, N, K, alpha)) {
             cpu_detail::gemm_bf16_units(isa, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
             return;
         }
@@ -242,6 +262,34 @@ struct precision_gemm<bf16_mixed> {
             for (std::size_t r = 0; r < ar; ++r) round_to_bf16(A + (i0 + r) * lda, a + r * ac, ac);
             kernel<op::gemm, cpu>::run(ta, tb, m, N, K, alpha, a, ac, b, bc, beta, C + i0 * ldc, ldc);
         }
+    }
+
+    /// run's product, the same bits, with op(B) packed for the bf16 units once and kept in `cache`
+    /// (Linear's weights in evaluation mode) while B's address, shape, `version` and the ISA stay
+    /// the same; where the product does not go to the units, run as it is.
+    static void run_cached(gemm_pack_cache<float>& cache, std::uint64_t version, Trans ta, Trans tb, std::size_t M,
+                           std::size_t N, std::size_t K, float alpha, const float* A, std::size_t lda, const float* B,
+                           std::size_t ldb, float beta, float* C, std::size_t ldc) {
+#if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
+        const cpu_isa isa = active_cpu_isa();
+        if (M > 0 && on_units(isa, N, K, alpha)) {
+            const std::uint16_t* pre =
+                cache.packed_u16(tb, K, N, B, ldb, version, isa, cpu_detail::bf16_packed_b_size(isa, K, N),
+                                 [&](std::uint16_t* out) { cpu_detail::bf16_pack_b_whole(isa, tb, K, N, B, ldb, out); });
+            cpu_detail::gemm_bf16_units(isa, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pre);
+            return;
+        }
+#else
+        (void)cache, (void)version;
+#endif
+        run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+
+private:
+    /// Whether the product goes to the bf16 units (see above).
+    static bool on_units(cpu_isa isa, std::size_t N, std::size_t K, float alpha) {
+        return (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) && N >= cpu_detail::gemm_bf16_nr && K > 0 &&
+               alpha != 0.0f;
     }
 };
 
