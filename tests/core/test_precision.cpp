@@ -48,6 +48,7 @@
 #include <string>      // std::string
 #include <vector>      // std::vector
 
+#include "support/eval_reuse.hpp"  // oar_test::eval_forwards_match_train
 #include "support/random.hpp"  // oar_test::random_vector
 #include "support/skip.hpp"    // oar_test::skip: a route this CPU lacks
 
@@ -723,18 +724,7 @@ TEST_CASE("a bf16_mixed network's eval-mode forwards reuse its Linear weights pa
         Network<Seq, Shape<60>, cpu, bf16_mixed> net(3);
         Tensor x(7, make_dims(60));
         for (std::size_t i = 0; i < x.size(); ++i) x[i] = float((i * 37) % 101) / 50.0f - 1.0f;
-        const auto out = [&](Mode m) {
-            m == Mode::eval ? net.eval() : net.train();
-            const auto y = net.forward(x);
-            return std::vector<float>(y.data(), y.data() + y.size());
-        };
-        const auto check_eval = [&](const char* what) {
-            INFO(what);
-            const auto e1 = out(Mode::eval), e2 = out(Mode::eval), t = out(Mode::train);
-            CHECK(e1 == t);
-            CHECK(e2 == t);
-            return t;
-        };
+        const auto check_eval = [&](const char* what) { return oar_test::eval_forwards_match_train(net, x, what); };
         const auto before = check_eval("fresh network");
         Adam opt(net.parameters(), {.learning_rate = 0.05f});
         CrossEntropyLoss<> ce;

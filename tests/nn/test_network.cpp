@@ -27,6 +27,8 @@
 #include <type_traits>  // std::is_same_v
 #include <vector>
 
+#include "support/eval_reuse.hpp"  // oar_test::eval_forwards_match_train
+
 // Every operator new of this test program is counted while counting is on (the allocation test).
 namespace {
 std::atomic<bool> g_counting{false};
@@ -795,18 +797,7 @@ TEST_CASE("eval-mode forwards reuse packed Linear weights only while the paramet
     Network<Seq, Shape<60>> net(3);
     Tensor x(7, make_dims(60));
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = float((i * 37) % 101) / 50.0f - 1.0f;
-    const auto out = [&](Mode m) {
-        m == Mode::eval ? net.eval() : net.train();
-        const auto y = net.forward(x);
-        return std::vector<float>(y.data(), y.data() + y.size());
-    };
-    const auto check_eval = [&](const char* what) {
-        INFO(what);
-        const auto e1 = out(Mode::eval), e2 = out(Mode::eval), t = out(Mode::train);
-        CHECK(e1 == t);
-        CHECK(e2 == t);
-        return t;
-    };
+    const auto check_eval = [&](const char* what) { return oar_test::eval_forwards_match_train(net, x, what); };
     const auto fresh = check_eval("fresh network");
     auto before = fresh;
     net.parameters().values()[net.parameters().entry("1.weight").offset + 5] += 0.5f;  // a write through values()

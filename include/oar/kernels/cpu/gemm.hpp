@@ -96,8 +96,10 @@ public:
     /// taken from this cache (packed first where the entry for B is missing or stale).
     void gemm(Trans ta, Trans tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A, std::size_t lda,
               const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc, std::uint64_t version) {
-        cpu_detail::gemm_prepacked_at_active_isa<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                                                    packed(tb, K, N, B, ldb, version));
+        const T* pre = packed(entries_, tb, K, N, B, ldb, version, active_vector_isa(),
+                              cpu_detail::gemm_packed_b_size_at_active_isa<T>(K, N),
+                              [&](T* out) { cpu_detail::gemm_pack_b_at_active_isa<T>(tb, K, N, B, ldb, out); });
+        cpu_detail::gemm_prepacked_at_active_isa<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pre);
     }
     /// A copy of op(B) in another kernel's layout of 16-bit values (the bf16 units' of
     /// kernels/cpu/gemm_bf16.hpp: precision_gemm<bf16_mixed>::run_cached), `size` values written by
@@ -105,56 +107,41 @@ public:
     template <class Pack>
     const std::uint16_t* packed_u16(Trans tb, std::size_t K, std::size_t N, const T* B, std::size_t ldb,
                                     std::uint64_t version, cpu_isa isa, std::size_t size, Pack&& pack) {
-        entry_u16* e = nullptr;
-        for (auto& x : entries_u16_)
-            if (x.b == B) e = &x;
-        if (!e) e = &entries_u16_.emplace_back();
-        if (e->b != B || e->tb != tb || e->K != K || e->N != N || e->ldb != ldb || e->version != version ||
-            e->isa != isa) {
-            e->data.resize(size);
-            pack(e->data.data());
-            *e = entry_u16{B, tb, K, N, ldb, version, isa, std::move(e->data)};
-            ++packs_;
-        }
-        return e->data.data();
+        return packed(entries_u16_, tb, K, N, B, ldb, version, isa, size, pack);
     }
     /// Times an operand was packed (a test's view of the reuse).
     std::size_t packs() const { return packs_; }
 
 private:
+    /// A packed copy of one B, of values U, with what it was packed from and for.
+    template <class U>
     struct entry {
         const T* b = nullptr;
         Trans tb = Trans::no;
         std::size_t K = 0, N = 0, ldb = 0;
         std::uint64_t version = 0;
         cpu_isa isa = cpu_isa::sse2;
-        aligned_vector<T> data;
+        aligned_vector<U> data;
     };
-    const T* packed(Trans tb, std::size_t K, std::size_t N, const T* B, std::size_t ldb, std::uint64_t version) {
-        const cpu_isa isa = active_vector_isa();
-        entry* e = nullptr;
-        for (auto& x : entries_)
+    /// B's entry in `entries`, packed first by pack(out) into `size` values where it is missing or stale.
+    template <class U, class Pack>
+    const U* packed(std::vector<entry<U>>& entries, Trans tb, std::size_t K, std::size_t N, const T* B,
+                    std::size_t ldb, std::uint64_t version, cpu_isa isa, std::size_t size, Pack&& pack) {
+        entry<U>* e = nullptr;
+        for (auto& x : entries)
             if (x.b == B) e = &x;
-        if (!e) e = &entries_.emplace_back();
+        if (!e) e = &entries.emplace_back();
         if (e->b != B || e->tb != tb || e->K != K || e->N != N || e->ldb != ldb || e->version != version ||
             e->isa != isa) {
-            e->data.resize(cpu_detail::gemm_packed_b_size_at_active_isa<T>(K, N));
-            cpu_detail::gemm_pack_b_at_active_isa<T>(tb, K, N, B, ldb, e->data.data());
-            *e = entry{B, tb, K, N, ldb, version, isa, std::move(e->data)};
+            e->data.resize(size);
+            pack(e->data.data());
+            *e = entry<U>{B, tb, K, N, ldb, version, isa, std::move(e->data)};
             ++packs_;
         }
         return e->data.data();
     }
-    struct entry_u16 {
-        const T* b = nullptr;
-        Trans tb = Trans::no;
-        std::size_t K = 0, N = 0, ldb = 0;
-        std::uint64_t version = 0;
-        cpu_isa isa = cpu_isa::sse2;
-        aligned_vector<std::uint16_t> data;
-    };
-    std::vector<entry> entries_;
-    std::vector<entry_u16> entries_u16_;
+    std::vector<entry<T>> entries_;
+    std::vector<entry<std::uint16_t>> entries_u16_;
     std::size_t packs_ = 0;
 };
 
