@@ -95,15 +95,32 @@ OAR_ALWAYS_INLINE void for_each_window_2x2(const ConvGeometry& g, std::size_t pl
 
 namespace oar {
 namespace cpu_detail {
-/// The 2x2 stride-2 forward of one plane at the active ISA; false where it has no whole vector of
-/// windows (then nothing is written).
+/// Whether a plane whose rows have ow windows runs the AVX2 body although the active ISA is
+/// AVX-512: rows of at most one AVX2 vector of windows (the course CNN's second pool: 7, MyNet's:
+/// 6) fill at most half of an AVX-512 vector, which then costs more than the AVX2 body's one
+/// vector of 8. A max pool selects values, so both bodies give the same bits.
+template <class T>
+bool pool2x2_narrow_rows(std::size_t ow) {
+#if OAR_ISA_X86 && OAR_ISA_COMPILED(1) && OAR_ISA_COMPILED(2)
+    return ow <= isa_avx2::simd::batch<T>::size && active_vector_isa() == cpu_isa::avx512;
+#else
+    (void)ow;
+    return false;
+#endif
+}
+
+/// The 2x2 stride-2 forward of one plane at the active ISA (pool2x2_narrow_rows: AVX2 for narrow
+/// rows on AVX-512); false where it has no whole vector of windows (then nothing is written).
 template <class T>
 bool pool2x2_forward_plane(const ConvGeometry& g, const T* x, const T* x_end, T* y) {
+    if (pool2x2_narrow_rows<T>(g.out_width())) return isa_avx2::max_pool2x2_forward_plane<T>(g, x, x_end, y);
     OAR_ISA_DISPATCH(max_pool2x2_forward_plane<T>, g, x, x_end, y)
 }
-/// The 2x2 stride-2 backward of one plane at the active ISA; false as above.
+/// The 2x2 stride-2 backward of one plane at the active ISA, as the forward; false as above.
 template <class T>
 bool pool2x2_backward_plane(const ConvGeometry& g, const T* x, const T* x_end, const T* dy, const T* dy_end, T* dx) {
+    if (pool2x2_narrow_rows<T>(g.out_width()))
+        return isa_avx2::max_pool2x2_backward_plane<T>(g, x, x_end, dy, dy_end, dx);
     OAR_ISA_DISPATCH(max_pool2x2_backward_plane<T>, g, x, x_end, dy, dy_end, dx)
 }
 }  // namespace cpu_detail
