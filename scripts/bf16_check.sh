@@ -35,7 +35,7 @@ job() {  # model mode batch steps
 }
 echo "== side by side on 2 cores, torch $("$py" -c 'import torch; print(torch.__version__)' 2>&1)"
 job cnn train 100 20
-job mlp train 100 20
+job mlp train 100 200  # 20 steps of the MLP (2,000 images) are too few to time
 job mynet train 128 20
 job cnn infer 100 20
 
@@ -45,7 +45,7 @@ echo "== the MLP's GEMMs alone, fp32 against bf16_mixed (bench_mixed_gemm: 1 and
 
 echo "== bf16_mixed with OAR_ISA forcing each path (avx512: the rounded operands through the fp32 kernels)"
 for isa in amx avx512bf16 avx512; do
-  for j in "cnn train 100 10" "mynet train 128 6" "mlp infer 100 20"; do
+  for j in "cnn train 100 10" "mynet train 128 6" "mlp infer 100 2000"; do
     set -- $j
     echo "OAR_ISA=$isa $1 $2 b$3: $(OAR_ISA=$isa timeout 300 "${pin[@]}" "$B/benchmarks/sbs_oar" "$1" "$2" 2 "$3" "$4" bf16 2>&1 | tail -1)"
   done
