@@ -182,9 +182,10 @@ TEST_CASE("bf16_mixed Linear: fp32 sums of the bf16-rounded weights, inputs and 
 }
 
 namespace precision_test {
-/// The Conv2D checks of the test case below on the active ISA's route.
+/// The Conv2D checks of the test case below on the active ISA's route, for C input channels.
+template <std::size_t C>
 void check_conv2d_bf16_mixed() {
-    constexpr std::size_t C = 3, O = 8, H = 6, N = 3, KK = 3;
+    constexpr std::size_t O = 8, H = 6, N = 3, KK = 3;
     using Seq = Sequential<Conv2D<C, O, KK, 1, 1>, Flatten>;
     using SeqRelu = Sequential<Conv2D<C, O, KK, 1, 1>, ReLU, Flatten>;
     Network<Seq, Shape<C, H, H>, cpu, fp32> f(7);
@@ -280,10 +281,18 @@ void check_conv2d_bf16_mixed() {
 }  // namespace precision_test
 
 // On this CPU's vector ISA (the fp32 kernels on rounded copies), and on the AVX512-BF16 and AMX
-// routes where the CPU has them (kernels/cpu/conv_bf16.hpp: im2col + gemm_bf16), which compute the
-// same exact products summed in fp32 in another order: the same bounds hold on each.
+// routes where the CPU has them, which compute the same exact products summed in fp32 in another
+// order: with the bf16 convolution switch on, all three products on the im2col route
+// (kernels/cpu/conv_bf16.hpp: im2col + gemm_bf16); with it off, from 8 input channels the weight
+// gradient alone on the units (conv2d_bf16_dw) beside the fp32 kernels' forward and input gradient.
+// The same bounds hold on each.
 TEST_CASE("bf16_mixed Conv2D (and its fused ReLU): fp32 sums of the bf16-rounded operands") {
-    precision_test::check_conv2d_bf16_mixed();
+    const ConvGeometry eight{8, 6, 6, 3, 1, 1};  // check_conv2d_bf16_mixed<8>'s convolution
+    {
+        INFO("Conv2D on the default ISA, ", cpu_isa_name(active_cpu_isa()));
+        precision_test::check_conv2d_bf16_mixed<3>();
+        precision_test::check_conv2d_bf16_mixed<8>();
+    }
     for (cpu_isa isa : {cpu_isa::avx512_bf16, cpu_isa::amx}) {
         if (!cpu_supports(isa)) {
             oar_test::skip(std::string("bf16_mixed Conv2D on ") + std::string(cpu_isa_name(isa)) + ": " +
@@ -291,12 +300,20 @@ TEST_CASE("bf16_mixed Conv2D (and its fused ReLU): fp32 sums of the bf16-rounded
             continue;
         }
         set_cpu_isa(isa);
-        set_conv_bf16_units(true);
-        INFO("Conv2D on the bf16 route of ", cpu_isa_name(isa));
-        precision_test::check_conv2d_bf16_mixed();
+        for (bool units : {false, true}) {
+            set_conv_bf16_units(units);
+            INFO("Conv2D on ", cpu_isa_name(isa), units ? ", the im2col route" : ", the weight gradient on the units");
+            CHECK(conv_bf16_dw_applies(eight, 8));
+            CHECK_FALSE(conv_bf16_dw_applies({3, 6, 6, 3, 1, 1}, 8));
+            precision_test::check_conv2d_bf16_mixed<3>();
+            precision_test::check_conv2d_bf16_mixed<8>();
+        }
         set_conv_bf16_units(default_conv_bf16_units());
         set_cpu_isa(default_cpu_isa());
     }
+    set_cpu_isa(std::min(default_cpu_isa(), cpu_isa::avx512));  // no bf16 units: the fp32 kernels throughout
+    CHECK_FALSE(conv_bf16_dw_applies(eight, 8));
+    set_cpu_isa(default_cpu_isa());
 }
 
 TEST_CASE("OAR_BF16_CONV_UNITS sets the bf16 convolution switch's default (0 or 1, else off) and any other value is a clear error") {

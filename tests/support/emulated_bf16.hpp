@@ -2,7 +2,8 @@
 // isa/gemm_bf16_amx.inc) compiled on every host with their intrinsics emulated as the Intel SDM
 // defines them (vdpbf16ps, tdpbf16ps: exact bf16 products added to fp32 sums), for tests of the
 // bodies and of the code built on them where the instructions are absent:
-// oar::cpu_detail::emu_avx512::gemm_block and oar::cpu_detail::emu_amx::gemm_block (and the
+// oar::cpu_detail::emu_avx512::gemm_block (and dw_tile_rows, conv_bf16.hpp's weight-gradient tile)
+// and oar::cpu_detail::emu_amx::gemm_block (and the
 // emulated tile file, emu_amx::tiles(), whose misuse flag records a tile used outside its shape).
 // Include after <oar/kernels/cpu/gemm_bf16.hpp>.
 #pragma once
@@ -84,6 +85,7 @@ inline void _mm512_mask_storeu_ps(float* p, __mmask16 m, __m512 v) {
         if ((m >> i) & 1) p[i] = v.f[i];
 }
 #include <oar/kernels/cpu/isa/gemm_bf16_avx512.inc>
+#include <oar/kernels/cpu/isa/conv_bf16_dw.inc>
 }  // namespace oar::cpu_detail::emu_avx512
 
 namespace oar::cpu_detail::emu_amx {

@@ -61,6 +61,15 @@ struct Context {
                                             const float*, const float*, float*, float*, float*);
     mixed_conv_forward_fn mixed_conv_forward = nullptr;
     mixed_conv_backward_fn mixed_conv_backward = nullptr;
+    /// Under bf16_mixed on the CPU (set by Network, kernels/cpu/conv_bf16.hpp): whether a
+    /// convolution's weight gradient runs on the bf16 units (conv_bf16_dw_applies), and that
+    /// gradient (conv2d_bf16_dw: dw and db added to, from x and the rounded dy), which Conv2D then
+    /// computes apart from its input gradient; null otherwise.
+    using mixed_conv_dw_applies_fn = bool (*)(const ConvGeometry&, std::size_t);
+    using mixed_conv_dw_fn = void (*)(const ConvGeometry&, std::size_t, std::size_t, const float*, const float*,
+                                      float*, float*);
+    mixed_conv_dw_applies_fn mixed_conv_dw_applies = nullptr;
+    mixed_conv_dw_fn mixed_conv_dw = nullptr;
 };
 
 }  // namespace oar

@@ -5,7 +5,9 @@
 //   Conv2D (forward, input gradient, weight gradient) take their operands (weights, the layer's
 //   input, the output gradient) rounded to bfloat16 (core/bf16.hpp, nearest, ties to even) and sum
 //   them in fp32. Where the CPU has AVX512-BF16 or AMX, Linear's products run on those units
-//   (kernels/cpu/gemm_bf16.hpp), and Conv2D's too when conv_bf16_units() says so; elsewhere the rounded operands go to the fp32 kernels, so the values
+//   (kernels/cpu/gemm_bf16.hpp), and Conv2D's too when conv_bf16_units() says so (otherwise its
+//   weight gradient alone, where the fp32 kernels take a direct one: conv_bf16_dw_applies);
+//   elsewhere the rounded operands go to the fp32 kernels, so the values
 //   depend on the host only through the order of the fp32 sums. Checkpoints hold the fp32 parameters
 //   and load into a network of either policy. On oar::cuda the same products run as cuBLAS bf16
 //   GEMMs with fp32 compute (kernel<op::gemm_bf16, cuda>, on operands packed to bf16 by a kernel

@@ -15,6 +15,9 @@
 // Where the CPU has AVX512-BF16 or AMX and conv_bf16_units() is on (off by default: it is slower so
 // far), the products run on those units instead (Context::mixed_conv_*, kernels/cpu/conv_bf16.hpp:
 // im2col + gemm_bf16 on operands packed to bf16 once), ReLU and tails applied after the convolution.
+// With the switch off, the weight gradient of stride-1 square windows over 8+ input channels still
+// runs on AVX512-BF16 where the CPU has it (Context::mixed_conv_dw: conv2d_bf16_dw, pairs of output
+// positions on vdpbf16ps), apart from the input gradient, which stays on the fp32 kernels.
 // On a Bf16Backend (oar::cuda) the Conv2D kernels' bf16_mixed overloads do the same with bf16
 // GEMMs (the operands packed to bf16 inside; dy rounded first, so the bias gradient sums the
 // rounded dy there too).
@@ -119,9 +122,16 @@ struct Conv2D {
                     ctx.mixed_conv_backward(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads, bias(ctx.grads), dx);
                     return;
                 }
+                const float* dyr = rounded<slot::mixed_dy>(dy, n * out_size(in));
+                if (dw_on_units(ctx, in)) {  // dx by the fp32 kernels (x not read there), dw on the units
+                    kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, x,
+                                                        rounded<slot::mixed_w>(ctx.params, weight_size), dyr, nullptr,
+                                                        nullptr, dx);
+                    ctx.mixed_conv_dw(geometry(in), OutC, n, x, dyr, ctx.grads, bias(ctx.grads));
+                    return;
+                }
                 kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, rounded<slot::mixed_x>(x, n * in.size()),
-                                                    rounded<slot::mixed_w>(ctx.params, weight_size),
-                                                    rounded<slot::mixed_dy>(dy, n * out_size(in)), ctx.grads,
+                                                    rounded<slot::mixed_w>(ctx.params, weight_size), dyr, ctx.grads,
                                                     bias(ctx.grads), dx);
                 return;
             }
@@ -204,6 +214,13 @@ struct Conv2D {
                     ctx.mixed_conv_backward(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads, bias(ctx.grads), dx);
                     return;
                 }
+                if (dw_on_units(ctx, in)) {  // the mask and dx by the fp32 kernels, then dw on the units
+                    kernel<op::conv2d_backward_relu, cpu>::run(geometry(in), OutC, n, x,
+                                                               rounded<slot::mixed_w>(ctx.params, weight_size), y, dy,
+                                                               nullptr, nullptr, dx);
+                    ctx.mixed_conv_dw(geometry(in), OutC, n, x, dy, ctx.grads, bias(ctx.grads));
+                    return;
+                }
                 kernel<op::conv2d_backward_relu, cpu>::run(geometry(in), OutC, n,
                                                            rounded<slot::mixed_x>(x, n * in.size()),
                                                            rounded<slot::mixed_w>(ctx.params, weight_size), y, dy,
@@ -225,6 +242,12 @@ private:
     static bool bf16_units(const C& ctx) {
         const cpu_isa isa = active_cpu_isa();
         return ctx.mixed_conv_forward && conv_bf16_units() && (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx);
+    }
+    /// Whether, off the bf16 route, the weight gradient runs on the bf16 units apart from the input
+    /// gradient (Context::mixed_conv_dw_applies: conv_bf16_dw_applies, kernels/cpu/conv_bf16.hpp).
+    template <class C>
+    static bool dw_on_units(const C& ctx, Dims in) {
+        return ctx.mixed_conv_dw_applies && ctx.mixed_conv_dw_applies(geometry(in), OutC);
     }
     /// v[0, size) rounded to bf16, in this thread's scratch for Slot (mixed precision's operands).
     template <slot Slot>

@@ -202,6 +202,8 @@ public:
             ctx_.mixed_gemm_cached = &precision_gemm<P>::run_cached;
             ctx_.mixed_conv_forward = &precision_conv<P>::forward;
             ctx_.mixed_conv_backward = &precision_conv<P>::backward;
+            ctx_.mixed_conv_dw_applies = &precision_conv<P>::weight_grad_applies;
+            ctx_.mixed_conv_dw = &precision_conv<P>::weight_grad;
         } else if constexpr (std::same_as<P, bf16_mixed>) {
             ctx_.mixed_gemm = &kernel<op::gemm_bf16, B>::run;  // the backend's bf16 GEMM
         }

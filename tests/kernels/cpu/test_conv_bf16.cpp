@@ -241,3 +241,142 @@ TEST_CASE("bf16 conv route on the real AVX512-BF16 and AMX units: within k 2^-8 
     }
     oar::set_conv_bf16_units(oar::default_conv_bf16_units());
 }
+
+// conv2d_bf16_dw: the weight gradient of stride-1 square convolutions on the AVX512-BF16 tile
+// (isa/conv_bf16_dw.inc), the output positions in pairs. Held to the double reference on the
+// unrounded inputs with the bound above (its products are those of the im2col route; only the fp32
+// sums are grouped differently), the same bits on 1, 2 and 3 threads, on the emulated tile
+// everywhere and on the real one where the CPU has AVX512-BF16. Geometries: MyNet's second and third
+// convolutions and the course CNN's second (several groups of samples, output channels past one
+// block of 32), a padding wider than the kernel (the pitch from the output row), odd widths (pairs
+// across the end of the wide positions).
+namespace {
+
+struct ConvBf16DwCase {
+    ConvGeometry g;
+    std::size_t out_c, n;
+};
+const ConvBf16DwCase conv_bf16_dw_cases[] = {
+    {{32, 15, 15, 3, 1, 0}, 64, 11},  // MyNet's second convolution: groups of 5 samples
+    {{64, 6, 6, 3, 1, 0}, 64, 33},    // MyNet's third: 4 x 4 outputs, groups of 16
+    {{20, 14, 14, 5, 1, 2}, 20, 7},   // the course CNN's second: 20 of 32 lanes
+    {{9, 7, 5, 3, 1, 1}, 33, 4},      // 33 output channels: a second block of one
+    {{8, 5, 6, 3, 1, 3}, 3, 2},       // pad 3 > K - 1: the pitch of the wider output row
+    {{8, 9, 9, 1, 1, 0}, 5, 6},       // 1x1 with a bias
+};
+
+std::vector<float> run_conv_bf16_dw(const ConvBf16DwCase& c, const ConvBf16Inputs& in,
+                                    oar::conv_bf16_dw_body tile, std::vector<float>& db) {
+    std::vector<float> dw = in.dw0;
+    db = in.db0;
+    oar::conv2d_bf16_dw(c.g, c.out_c, c.n, in.x.data(), in.dy.data(), dw.data(), db.data(), tile);
+    return dw;
+}
+
+/// Checks dw and db against double references on the unrounded inputs; returns the measured k of dw
+/// (sums of >= 32 products; every case has at least 32).
+double check_conv_bf16_dw(const ConvBf16DwCase& c, const ConvBf16Inputs& in, const std::vector<float>& dw,
+                          const std::vector<float>& db, const std::string& what) {
+    const ConvGeometry& g = c.g;
+    const std::size_t C = g.channels, H = g.height, W = g.width, K = g.kernel, OH = g.out_height(),
+                      OW = g.out_width(), P = OH * OW, ckk = g.col_rows();
+    std::vector<double> ref(c.out_c * ckk), abs_sum(ref.size()), dbr(c.out_c), dba(c.out_c);
+    std::vector<std::size_t> terms(ref.size());
+    for (std::size_t s = 0; s < c.n; ++s)
+        for (std::size_t o = 0; o < c.out_c; ++o)
+            for (std::size_t p = 0; p < P; ++p) {
+                const double d = in.dy[(s * c.out_c + o) * P + p];
+                dbr[o] += d;
+                dba[o] += std::fabs(d);
+                for (std::size_t ch = 0; ch < C; ++ch)
+                    for (std::size_t ky = 0; ky < K; ++ky)
+                        for (std::size_t kx = 0; kx < K; ++kx) {
+                            const std::ptrdiff_t iy = std::ptrdiff_t(p / OW + ky) - std::ptrdiff_t(g.pad);
+                            const std::ptrdiff_t ix = std::ptrdiff_t(p % OW + kx) - std::ptrdiff_t(g.pad);
+                            if (iy < 0 || ix < 0 || iy >= std::ptrdiff_t(H) || ix >= std::ptrdiff_t(W)) continue;
+                            const double xv = in.x[((s * C + ch) * H + std::size_t(iy)) * W + std::size_t(ix)];
+                            const std::size_t wi = o * ckk + (ch * K + ky) * K + kx;
+                            ref[wi] += d * xv;
+                            abs_sum[wi] += std::fabs(d * xv);
+                            ++terms[wi];
+                        }
+            }
+    double worst = 0;
+    std::size_t bad = 0;
+    std::string first;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+        const double want = in.dw0[i] + ref[i], err = std::fabs(double(dw[i]) - want);
+        const double k = terms[i] < 32 ? k_conv_bf16_short : k_conv_bf16_long;
+        const double tol = k * std::ldexp(abs_sum[i], -8) + std::ldexp(std::fabs(in.dw0[i]) + abs_sum[i], -23);
+        if (abs_sum[i] > 0) worst = std::max(worst, err / std::ldexp(abs_sum[i], -8));
+        if (!(err <= tol) && ++bad == 1)
+            first = "dw[" + std::to_string(i) + "]: got " + std::to_string(dw[i]) + ", reference " + std::to_string(want);
+    }
+    for (std::size_t o = 0; o < c.out_c; ++o) {  // db: bias_grad of dy as given (not rounded here)
+        const double want = in.db0[o] + dbr[o], err = std::fabs(double(db[o]) - want);
+        if (!(err <= std::ldexp(double(c.n * P + 1), -24) * (dba[o] + std::fabs(in.db0[o]))) && ++bad == 1)
+            first = "db[" + std::to_string(o) + "]: got " + std::to_string(db[o]) + ", reference " + std::to_string(want);
+    }
+    INFO(what, ": ", first);
+    CHECK(bad == 0);
+    return worst;
+}
+
+/// Every case on `tile`: checked, the same bits on 1, 2 and 3 threads; returns the dw's per case (on
+/// 1 thread) for comparisons between tiles.
+std::vector<std::vector<float>> test_conv_bf16_dw(oar::conv_bf16_dw_body tile, const std::string& path) {
+    std::vector<std::vector<float>> results;
+    double worst = 0;
+    std::uint64_t seed = 400;
+    for (const ConvBf16DwCase& c : conv_bf16_dw_cases) {
+        const ConvBf16Inputs in = make_conv_bf16_inputs({c.g, c.out_c, c.n}, seed);
+        seed += 10;
+        const std::string what = path + ": C=" + std::to_string(c.g.channels) + " H=" + std::to_string(c.g.height) +
+                                 " K=" + std::to_string(c.g.kernel) + " out_c=" + std::to_string(c.out_c) +
+                                 " n=" + std::to_string(c.n);
+        oar::set_num_threads(1);
+        std::vector<float> db1;
+        results.push_back(run_conv_bf16_dw(c, in, tile, db1));
+        worst = std::max(worst, check_conv_bf16_dw(c, in, results.back(), db1, what));
+        for (std::size_t t : {2u, 3u}) {
+            oar::set_num_threads(t);
+            std::vector<float> db;
+            const std::vector<float> dw = run_conv_bf16_dw(c, in, tile, db);
+            INFO(what, ": ", t, " threads");
+            CHECK(dw == results.back());
+            CHECK(db == db1);
+        }
+    }
+    oar::set_num_threads(oar::default_thread_count());
+    MESSAGE(path << ": weight gradient on pairs of positions, measured k = " << worst);
+    return results;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 weight gradient on pairs of positions (emulated and real AVX512-BF16 tile): within k 2^-8 sum|a||b|, same bits on 1-3 threads") {
+    const auto emulated = test_conv_bf16_dw({&oar::cpu_detail::emu_avx512::dw_pack, &oar::cpu_detail::emu_avx512::dw_tile_rows}, "emulated avx512bf16");
+#if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
+    if (!oar::cpu_supports(oar::cpu_isa::avx512_bf16)) {
+        oar_test::skip("avx512bf16 weight-gradient tile not run: " +
+                       oar::cpu_isa_unsupported_reason(oar::cpu_isa::avx512_bf16));
+        return;
+    }
+    const auto real = test_conv_bf16_dw({&oar::cpu_detail::bf16_avx512::dw_pack, &oar::cpu_detail::bf16_avx512::dw_tile_rows}, "avx512bf16");
+    // vdpbf16ps as the SDM defines it (the emulation): the same bits (the inputs hold no subnormals,
+    // which the instruction flushes and the emulation keeps)
+    CHECK(real == emulated);
+#endif
+}
+
+TEST_CASE("bf16 weight gradient: conv_bf16_dw_applies takes the fp32 kernels' direct weight gradients of 8+ input channels on bf16 units") {
+    const bool units = oar::active_cpu_isa() == oar::cpu_isa::avx512_bf16 || oar::active_cpu_isa() == oar::cpu_isa::amx;
+    CHECK(oar::conv_bf16_dw_applies({32, 15, 15, 3, 1, 0}, 64) == units);  // MyNet's second convolution
+    CHECK(oar::conv_bf16_dw_applies({20, 14, 14, 5, 1, 2}, 20) == units);  // the course CNN's second
+    CHECK(oar::conv_bf16_dw_applies({32, 16, 16, 3, 1, 1}, 32) == units);  // ResNet8's second stage
+    CHECK_FALSE(oar::conv_bf16_dw_applies({16, 32, 32, 3, 1, 1}, 16));  // Winograd's weight gradient there
+    CHECK_FALSE(oar::conv_bf16_dw_applies({3, 32, 32, 3, 1, 0}, 32));   // too few input channels
+    CHECK_FALSE(oar::conv_bf16_dw_applies({16, 32, 32, 3, 2, 1}, 32));  // strided
+    CHECK_FALSE(oar::conv_bf16_dw_applies({16, 8, 8, 1, 1, 0}, 16));    // pointwise: a GEMM per sample already
+    CHECK_FALSE(oar::conv_bf16_dw_applies({8, 10, 9, 3, 1, 1, 5, 1, 2}, 8));  // not square
+}

@@ -245,8 +245,8 @@ struct kernel<op::conv2d_forward_map, basic_cpu<T>> {
 };
 
 /// kernel<op::conv2d_backward, cpu>::run(g, out_c, n, x, w, dy, dw, db, dx):
-///   dw (out_c, C*K*K) += sum_s dy_s row_s; db (out_c) += sums of dy; dx (n, C, H, W) = input
-///   gradient when dx is not null.
+///   dw (out_c, C*K*K) += sum_s dy_s row_s when dw is not null; db (out_c) += sums of dy when db is
+///   not null; dx (n, C, H, W) = input gradient when dx is not null.
 template <class T>
 struct kernel<op::conv2d_backward, basic_cpu<T>> {
     static void run(const ConvGeometry& g, std::size_t out_c, std::size_t n, const T* x, const T* w, const T* dy,

@@ -11,17 +11,23 @@
 //   (one product, K = m*OH*OW, chunks of fixed size added in order), so every entry is summed in an
 //   order fixed by the shapes alone; the bias gradient sums the rounded dy in order of samples.
 // Every result therefore has the same bits on any thread count.
+// Also conv2d_bf16_dw: the weight gradient alone on the AVX512-BF16 tile of isa/conv_bf16_dw.inc
+// (output positions in pairs, no column matrix), which a bf16_mixed Conv2D runs off that route where
+// the fp32 kernels would take a direct weight gradient (conv_bf16_dw_applies, Context::mixed_conv_dw).
 #pragma once
 
 #include <algorithm>  // std::min, std::max, std::fill
 #include <cstddef>    // std::size_t
+#include <cstdint>    // std::uint16_t, std::uint32_t: the weight gradient's packed operands
 
 #include "../../core/bf16.hpp"         // bf16, to_bf16, to_float
 #include "../../core/cpu_isa.hpp"      // active_cpu_isa
+#include "../../core/error.hpp"        // usage_error: the weight gradient without its body
 #include "../../core/precision.hpp"    // bf16_mixed, precision_conv
 #include "../../core/thread_pool.hpp"  // default_pool, ThreadPool
 #include "../types.hpp"                // ConvGeometry, Trans
-#include "conv.hpp"                    // op::im2col, op::col2im on cpu
+#include "bias.hpp"                    // kernel<op::bias_grad, cpu>
+#include "conv.hpp"                    // op::im2col, op::col2im on cpu; winograd_dw_applies
 #include "gemm_bf16.hpp"               // gemm_bf16
 #include "scratch.hpp"                 // scratch, scratch_slot
 
@@ -118,6 +124,103 @@ inline void conv2d_bf16_backward(const ConvGeometry& g, std::size_t out_c, std::
     }
 }
 
+/// The body conv2d_bf16_dw runs (isa/conv_bf16_dw.inc, on the real intrinsics or emulated ones):
+/// dw_pack and dw_tile_rows.
+struct conv_bf16_dw_body {
+    void (*pack)(const cpu_detail::conv_bf16_dw_layout&, const float*, std::uint16_t*, const float*, std::uint16_t*,
+                 std::uint32_t*);
+    void (*tile)(std::size_t, std::size_t, std::size_t, const std::uint16_t*, std::size_t, const std::size_t*,
+                 const std::uint32_t*, std::size_t, float*);
+};
+
+/// Whether a bf16_mixed Conv2D's weight gradient runs on the bf16 units (conv2d_bf16_dw) while its
+/// forward and input gradient stay on the fp32 kernels (Winograd, implicit GEMM) on rounded copies:
+/// the active ISA has them (AVX512-BF16, or AMX, whose CPUs have AVX512-BF16 too) and the
+/// convolution (out_c output channels) is stride-1 and square, not 1x1, with at least 8 input
+/// channels, where the fp32 kernels take a direct weight gradient (conv_body.inc conv_dw_gemm,
+/// conv_dw_dot); not where they take Winograd's (winograd_dw_applies: 3x3 on outputs 29+ wide, which
+/// does fewer multiplications than this tile's 2x can make up for). Applies whatever
+/// conv_bf16_units() says (that switch moves all three products to the im2col route).
+inline bool conv_bf16_dw_applies(const ConvGeometry& g, std::size_t out_c) {
+#if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
+    const cpu_isa isa = active_cpu_isa();
+    return (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) && g.square() && g.stride == 1 && g.kernel > 1 &&
+           g.channels >= 8 && !cpu_detail::winograd_dw_applies<float>(g.channels, out_c, g.kernel, 1, g.out_width());
+#else
+    (void)g, (void)out_c;
+    return false;
+#endif
+}
+
+namespace cpu_detail {
+/// Samples per group of conv2d_bf16_dw (partial sums per group, added in group order), as the fp32
+/// weight gradient groups them (conv_body.inc conv_dw_group): 5, or enough for 256 output
+/// positions. A function of the positions alone, so the sums do not depend on the thread count.
+inline std::size_t conv_bf16_dw_group(std::size_t positions) {
+    const std::size_t wide = positions == 0 ? 5 : (256 + positions - 1) / positions;
+    return std::max<std::size_t>(wide, 5);
+}
+}  // namespace cpu_detail
+
+/// dw (out_c, C, K, K) += the weight gradient of the stride-1 square convolution g over samples x
+/// (n, C, H, W) with output gradient dy (n, out_c, OH, OW), x and dy rounded to bf16 (nearest, ties
+/// to even) and multiplied on the bf16 units by `tile` (isa/conv_bf16_dw.inc: vdpbf16ps over pairs
+/// of output positions, products exact, sums fp32, subnormal inputs and sums flushed to zero as the
+/// instruction does); db (out_c; null: none) += the sums of dy as given (bias_grad). Each group of
+/// samples (conv_bf16_dw_group) is one task: its images copied as bf16 onto a zero-padded row pitch
+/// Wp, its dy as pair words of 32 output channels, zero at the Wp - OW positions past each output
+/// row (there the tiles multiply zero by whatever the padded copy holds, so an infinite or NaN input
+/// value reaches dw through them too, as it reaches it through the positions that read it). Every
+/// entry is summed in an order fixed by the shapes alone: the same bits on any thread count.
+inline void conv2d_bf16_dw(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* dy,
+                           float* dw, float* db, conv_bf16_dw_body body) {
+    using namespace cpu_detail;
+    constexpr std::size_t RM = conv_bf16_dw_rows, OB = conv_bf16_dw_cols;
+    const std::size_t C = g.channels, H = g.height, Wd = g.width, K = g.kernel, pad = g.pad;
+    const std::size_t Wp = pad + 1 > K ? Wd + 2 * pad - K + 1 : Wd + pad;  // conv_body.inc conv_pitch
+    const std::size_t plane = (H + 2 * pad) * Wp, OH = g.out_height(), OW = g.out_width(), P = OH * OW;
+    const std::size_t pairs = (OH * Wp + 1) / 2, ckk = g.col_rows(), nb = (out_c + OB - 1) / OB;
+    // A tile reads up to (C-1)*plane + (K-1)*Wp + K-1 + 2*pairs - 1 <= C*plane + K - 1, as
+    // 2*pairs <= OH*Wp + 1 and (K-1+OH)*Wp = plane.
+    const std::size_t xs = (C * plane + K + 1) / 2 * 2, dyts = nb * pairs * OB, wsize = out_c * ckk;
+    const std::size_t group = conv_bf16_dw_group(P), groups = (n + group - 1) / group;
+    float* partials = scratch<float, scratch_slot::conv_partials>(groups * wsize);  // (groups, out_c, ckk)
+    const conv_bf16_dw_layout L{C, H, Wd, pad, Wp, plane, xs, out_c, OH, OW, pairs, nb};
+    auto run_group = [&](std::size_t grp) {
+        const std::size_t s0 = grp * group, ns = std::min(group, n - s0);
+        std::uint16_t* xp = scratch<std::uint16_t, scratch_slot::conv_dw_x>(ns * xs);
+        std::uint32_t* dyt = scratch<std::uint32_t, scratch_slot::conv_dw_dy>(ns * dyts);
+        std::uint16_t* bits = scratch<std::uint16_t, scratch_slot::conv_db>(std::max(C * H * Wd, out_c * P));
+        for (std::size_t s = 0; s < ns; ++s)
+            body.pack(L, x + (s0 + s) * C * H * Wd, xp + s * xs, dy + (s0 + s) * out_c * P, bits, dyt + s * dyts);
+        float* part = partials + grp * wsize;
+        alignas(64) float out[RM * OB];
+        std::size_t off[RM];
+        for (std::size_t b = 0; b < nb; ++b) {
+            const std::size_t mb = std::min(OB, out_c - b * OB);
+            for (std::size_t r0 = 0; r0 < ckk; r0 += RM) {
+                const std::size_t R = std::min(RM, ckk - r0);
+                for (std::size_t r = 0; r < R; ++r) {
+                    const std::size_t i = r0 + r, c = i / (K * K), ky = i / K % K, kx = i % K;
+                    off[r] = c * plane + ky * Wp + kx;
+                }
+                body.tile(R, ns, pairs, xp, xs, off, dyt + b * pairs * OB, dyts, out);
+                for (std::size_t j = 0; j < mb; ++j)
+                    for (std::size_t r = 0; r < R; ++r) part[(b * OB + j) * ckk + r0 + r] = out[r * OB + j];
+            }
+        }
+    };
+    if (ThreadPool::in_task() || groups <= 1)
+        for (std::size_t grp = 0; grp < groups; ++grp) run_group(grp);
+    else
+        default_pool().parallel_for(groups, run_group);
+    for (std::size_t grp = 0; grp < groups; ++grp) {  // the groups' partials in order
+        const float* part = partials + grp * wsize;
+        for (std::size_t i = 0; i < wsize; ++i) dw[i] += part[i];
+    }
+    if (db) kernel<op::bias_grad, cpu>::run(dy, db, n, out_c, P);
+}
+
 /// The bf16 convolution as Context::mixed_conv_forward / mixed_conv_backward hold it (set by a
 /// bf16_mixed Network).
 template <>
@@ -129,6 +232,19 @@ struct precision_conv<bf16_mixed> {
     static void backward(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* w,
                          const float* dy, float* dw, float* db, float* dx) {
         conv2d_bf16_backward(g, out_c, n, x, w, dy, dw, db, dx);
+    }
+    /// Context::mixed_conv_dw_applies / mixed_conv_dw: whether the weight gradient runs on the bf16
+    /// units (conv_bf16_dw_applies), and that gradient (conv2d_bf16_dw on the AVX512-BF16 body).
+    static bool weight_grad_applies(const ConvGeometry& g, std::size_t out_c) { return conv_bf16_dw_applies(g, out_c); }
+    static void weight_grad(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* dy,
+                            float* dw, float* db) {
+#if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
+        conv2d_bf16_dw(g, out_c, n, x, dy, dw, db,
+                       {&cpu_detail::bf16_avx512::dw_pack, &cpu_detail::bf16_avx512::dw_tile_rows});
+#else
+        (void)g, (void)out_c, (void)n, (void)x, (void)dy, (void)dw, (void)db;
+        throw usage_error("oar: conv2d_bf16_dw: this build has no AVX512-BF16 body (conv_bf16_dw_applies is false)");
+#endif
     }
 };
 

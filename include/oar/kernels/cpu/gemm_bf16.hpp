@@ -49,6 +49,15 @@ inline constexpr std::size_t gemm_bf16_amx_kc = 1024;
 inline constexpr std::size_t gemm_bf16_mc = 160;
 /// Columns of C per packed strip of op(B) (two zmm of fp32).
 inline constexpr std::size_t gemm_bf16_nr = 32;
+/// The AVX512-BF16 weight-gradient tile of conv_bf16.hpp (isa/conv_bf16_dw.inc): rows of dw^T
+/// (input channel and window offset) and output channels (two zmm of fp32) per register tile.
+inline constexpr std::size_t conv_bf16_dw_rows = 12, conv_bf16_dw_cols = 32;
+/// The shapes of conv_bf16.hpp's packed weight-gradient operands (conv2d_bf16_dw): images of C x H x W
+/// with padding pad copied onto the row pitch Wp (planes of `plane` values, xs values a sample), dy of
+/// out_c x OH x OW as `pairs` pair words of wide positions in nb blocks of conv_bf16_dw_cols channels.
+struct conv_bf16_dw_layout {
+    std::size_t C, H, W, pad, Wp, plane, xs, out_c, OH, OW, pairs, nb;
+};
 
 /// The bf16 bits a bf16 body reads for one input: a stored bf16 as it is, a float rounded as
 /// to_bf16 rounds it (nearest, ties to even; NaN quieted), branch-free so packing loops vectorise.
@@ -98,6 +107,7 @@ inline void gemm_bf16_widened(Trans ta, Trans tb, std::size_t M, std::size_t N, 
 #endif
 namespace oar::cpu_detail::bf16_avx512 {
 #include "isa/gemm_bf16_avx512.inc"  // gemm_block
+#include "isa/conv_bf16_dw.inc"      // dw_tile_rows: conv_bf16.hpp's weight gradient
 }  // namespace oar::cpu_detail::bf16_avx512
 #if defined(__clang__)
 #pragma clang attribute pop
