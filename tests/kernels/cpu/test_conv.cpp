@@ -487,6 +487,56 @@ TEST_CASE("conv2d with a fused ReLU gives the bits of conv2d followed by the ReL
     });
 }
 
+TEST_CASE("conv2d backward without dw (bf16_mixed computes it apart): dx, db and the ReLU's mask with the bits of the whole backward, dw untouched") {
+    oar_test::for_each_isa([&] {
+        struct Case {
+            oar::ConvGeometry g;
+            std::size_t out_c, n;
+        };
+        const Case cases[] = {
+            {{20, 14, 14, 5, 1, 2}, 20, 11},  // Winograd dx, direct weight gradient (dot products)
+            {{8, 9, 9, 3, 1, 1}, 16, 24},     // the weight-gradient GEMM in groups, Winograd dx
+            {{16, 32, 32, 3, 1, 1}, 16, 4},   // Winograd's weight gradient
+            {{9, 7, 6, 3, 2, 1}, 4, 4},       // stride 2: the phase layout
+            {{8, 6, 6, 1, 1, 0}, 5, 3},       // pointwise: a GEMM per sample
+            {{3, 10, 9, 3, 1, 1, 5, 1, 2}, 6, 3},  // not square: im2row + GEMM
+        };
+        for (const auto& c : cases)
+            for (bool relu : {false, true}) {
+                const auto& g = c.g;
+                INFO(describe_conv(g) << " out_c=" << c.out_c << " n=" << c.n << " relu=" << relu);
+                const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
+                const std::size_t ny = c.n * c.out_c * P;
+                const auto x = random_vector<float>(c.n * in_size, 51), w = random_vector<float>(c.out_c * ckk, 52);
+                const auto y = random_vector<float>(ny, 53);  // the ReLU's output: about half of it masked
+                const auto dy0 = random_vector<float>(ny, 54);
+                auto run = [&](bool with_dw, std::vector<float>& dy, std::vector<float>& dw, std::vector<float>& db,
+                               std::vector<float>& dx) {
+                    dy = dy0;
+                    dw.assign(c.out_c * ckk, 0.5f);
+                    db.assign(c.out_c, 0.25f);
+                    dx.assign(c.n * in_size, 3.0f);
+                    if (relu)
+                        oar::kernel<oar::op::conv2d_backward_relu, oar::cpu>::run(
+                            g, c.out_c, c.n, x.data(), w.data(), y.data(), dy.data(), with_dw ? dw.data() : nullptr,
+                            db.data(), dx.data());
+                    else
+                        oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(g, c.out_c, c.n, x.data(), w.data(),
+                                                                             dy.data(), with_dw ? dw.data() : nullptr,
+                                                                             db.data(), dx.data());
+                };
+                std::vector<float> dy, dw, db, dx, ndy, ndw, ndb, ndx;
+                run(true, dy, dw, db, dx);
+                run(false, ndy, ndw, ndb, ndx);
+                CHECK(ndx == dx);
+                CHECK(ndb == db);
+                CHECK(ndy == dy);  // masked in place as with dw
+                CHECK(ndw == std::vector<float>(c.out_c * ckk, 0.5f));
+                CHECK(dw != ndw);
+            }
+    });
+}
+
 TEST_CASE("bias_map gives the bits of bias_add followed by the map of its expression, on rows and planes") {
     const auto f = oar::expr::then(oar::leaky_relu_fn{-0.3f}, oar::hardswish_fn{}, oar::tanh_fn{});
     for (std::size_t inner : {1u, 37u}) {
