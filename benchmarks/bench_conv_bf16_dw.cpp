@@ -1,5 +1,5 @@
-// The weight gradients of the conv models' stride-1 convolutions (MyNet's second and third, the
-// course CNN's second, ResNet8's 3x3 stages) through the fp32 kernels (kernel<op::conv2d_backward>
+// The weight gradients of the conv models' stride-1 convolutions (MyNet's three, the course CNN's
+// two, ResNet8's 3x3 stages) through the fp32 kernels (kernel<op::conv2d_backward>
 // without dx: conv_body.inc's direct or Winograd weight gradient) and through conv2d_bf16_dw
 // (kernels/cpu/conv_bf16.hpp: pairs of output positions on vdpbf16ps), on bf16-valued inputs,
 // microseconds per call and GFLOP/s of the direct count (2 * n * OH*OW * out_c * C*K*K), and
@@ -32,7 +32,10 @@ int main(int argc, char** argv) {
         std::size_t out_c, n;
         const char* what;
     };
-    const Case cases[] = {{{32, 15, 15, 3, 1, 0}, 64, 32, "MyNet conv2 32->64 15x15, b32"},
+    const Case cases[] = {{{3, 32, 32, 3, 1, 0}, 32, 32, "MyNet conv1 3->32 32x32, b32"},
+                          {{3, 32, 32, 3, 1, 0}, 32, 128, "MyNet conv1 3->32 32x32, b128"},
+                          {{1, 28, 28, 5, 1, 2}, 20, 100, "CNN conv1 1->20 5x5 28x28, b100"},
+                          {{32, 15, 15, 3, 1, 0}, 64, 32, "MyNet conv2 32->64 15x15, b32"},
                           {{32, 15, 15, 3, 1, 0}, 64, 128, "MyNet conv2 32->64 15x15, b128"},
                           {{64, 6, 6, 3, 1, 0}, 64, 32, "MyNet conv3 64->64 6x6, b32"},
                           {{64, 6, 6, 3, 1, 0}, 64, 128, "MyNet conv3 64->64 6x6, b128"},

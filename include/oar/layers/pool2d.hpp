@@ -6,10 +6,9 @@
 #include <cstddef>      // std::size_t
 #include <string_view>  // std::string_view
 
-#include "../core/context.hpp"             // Context
-#include "../core/layer_concepts.hpp"      // LayerCheck
-#include "../kernels/cpu/elementwise.hpp"  // relu_fn, op::map_backward on cpu: backward_after_relu
-#include "../kernels/cpu/pool.hpp"         // op::*_pool_* on cpu, ConvGeometry
+#include "../core/context.hpp"         // Context
+#include "../core/layer_concepts.hpp"  // LayerCheck
+#include "../kernels/cpu/pool.hpp"     // op::*_pool_* on cpu, ConvGeometry
 
 namespace oar {
 
@@ -44,17 +43,6 @@ struct MaxPool2D : detail::pool_shape<K, Stride> {
     template <Backend B, class T = typename B::value_type>
     void backward(Context<B>&, Dims in, const T* x, const T*, const T* dy, T* dx, std::size_t n) const {
         if (dx) kernel<op::max_pool_backward, B>::run(this->geometry(in), n, x, dy, dx);
-    }
-    /// The backward of this layer and of a ReLU right before it (run by the layer before in its
-    /// epilogue, nn/network.hpp): max pooling commutes with the ReLU, and each output's gradient goes
-    /// to its window's maximum, which is y, so the ReLU's mask (y > 0 ? dy : 0) is applied to dy at
-    /// this layer's outputs, in place, before the pooling's backward; dx is then the gradient of the
-    /// ReLU's input, the bits of backward followed by the ReLU's backward on the whole input.
-    template <class T>
-    void backward_after_relu(Context<basic_cpu<T>>&, Dims in, const T* x, const T* y, T* dy, T* dx,
-                             std::size_t n) const {
-        kernel<op::map_backward, basic_cpu<T>>::run(relu_fn{}, y, y, dy, dy, n * this->output_dims(in).size());
-        if (dx) kernel<op::max_pool_backward, basic_cpu<T>>::run(this->geometry(in), n, x, dy, dx);
     }
 };
 

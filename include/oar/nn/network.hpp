@@ -122,16 +122,6 @@ concept DropoutAfterRelu = requires(const L& l, Context<B>& ctx, Dims in, const 
     l.backward_after_relu(ctx, in, y, y, dx, n);
 };
 
-/// A max pooling that applies the mask of a ReLU right before it at its own outputs, then runs its
-/// backward, on backend B (layers/pool2d.hpp: backward_after_relu(ctx, in, x, y, dy, dx, n), dy masked
-/// in place): max pooling commutes with the ReLU, so that is the mask of a quarter of the values
-/// (2x2 windows) instead of a pass over the ReLU's whole output.
-template <class L, class B>
-concept PoolAfterRelu = requires(const L& l, Context<B>& ctx, Dims in, const typename B::value_type* x,
-                                 typename B::value_type* dy, std::size_t n) {
-    l.backward_after_relu(ctx, in, x, x, dy, dy, n);
-};
-
 /// A BatchNorm that a producer before it can fold in evaluation mode (layers/batch_norm.hpp).
 template <class L, class B>
 concept FoldableBatchNorm = requires(const L& l, Context<B>& ctx, typename B::value_type* p) {
@@ -508,15 +498,6 @@ private:
         else return false;
     }();
 
-    /// Layer I is a max pooling right after a ReLU that layer I-2 runs in its epilogue: in a
-    /// backward without an observer, I applies the ReLU's mask at its outputs (backward_after_relu)
-    /// and I-2 runs its plain backward.
-    template <std::size_t I>
-    static constexpr bool pool_after_relu_ = [] {
-        if constexpr (I >= 2 && I < num_layers) return fused_[I - 2] && PoolAfterRelu<layer_t<I>, B>;
-        else return false;
-    }();
-
     template <class L>
     static constexpr bool cheap_layer = [] {
         if constexpr (ElementwiseLayer<L>) return expr::cheap_forward<typename L::functor>;
@@ -842,12 +823,7 @@ private:
         } else if constexpr (!observed && drop_after_relu_<I>) {  // this Dropout's mask and the ReLU's at once
             std::get<I>(layers_).backward_after_relu(ctx_, info::dims[I], static_cast<const value_type*>(activation_ptr(I + 1)),
                                                      static_cast<const value_type*>(cur), dx, batch_);
-        } else if constexpr (!observed && pool_after_relu_<I>) {  // the ReLU's mask at this pool's outputs
-            std::get<I>(layers_).backward_after_relu(ctx_, info::dims[I], static_cast<const value_type*>(activation_ptr(I)),
-                                                     static_cast<const value_type*>(activation_ptr(I + 1)), cur, dx,
-                                                     batch_);
-        } else if constexpr (!observed && fused_[I] && (drop_after_relu_<I + 2> || pool_after_relu_<I + 2>)) {
-            // cur: already masked
+        } else if constexpr (!observed && fused_[I] && drop_after_relu_<I + 2>) {  // cur: already masked
             std::get<I>(layers_).backward(ctx_, info::dims[I], activation_ptr(I), activation_ptr(I + 2), cur, dx,
                                           batch_);
         } else if constexpr (!observed && fused_[I])  // cur: the gradient of the ReLU's output, masked in place

@@ -164,7 +164,7 @@ inline std::size_t conv_bf16_dw_group(std::size_t positions) {
 
 /// dw (out_c, C, K, K) += the weight gradient of the stride-1 square convolution g over samples x
 /// (n, C, H, W) with output gradient dy (n, out_c, OH, OW), x and dy rounded to bf16 (nearest, ties
-/// to even) and multiplied on the bf16 units by `tile` (isa/conv_bf16_dw.inc: vdpbf16ps over pairs
+/// to even) and multiplied on the bf16 units by `body` (isa/conv_bf16_dw.inc: vdpbf16ps over pairs
 /// of output positions, products exact, sums fp32, subnormal inputs and sums flushed to zero as the
 /// instruction does); db (out_c; null: none) += the sums of dy as given (bias_grad). Each group of
 /// samples (conv_bf16_dw_group) is one task: its images copied as bf16 onto a zero-padded row pitch
