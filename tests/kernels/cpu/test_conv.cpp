@@ -26,6 +26,12 @@
 
 namespace {
 
+/// A convolution of the batch kernels' tests: its geometry, output channels and batch size.
+struct ConvCase {
+    oar::ConvGeometry g;
+    std::size_t out_c, n;
+};
+
 using oar_test::random_vector;
 
 // (channels, height, width, kernel, stride, pad)
@@ -251,11 +257,7 @@ BatchConvResult run_batch_conv(const oar::ConvGeometry& g, std::size_t out_c, st
 
 TEST_CASE("batch conv2d forward and backward match direct loops, with and without the input gradient") {
     oar_test::for_each_isa([&] {
-        struct Case {
-            oar::ConvGeometry g;
-            std::size_t out_c, n;
-        };
-        const Case cases[] = {
+        const ConvCase cases[] = {
             {{1, 12, 12, 5, 1, 2}, 20, 9},    // the course's first layer (col2im dx: one channel)
             {{20, 7, 7, 5, 1, 2}, 20, 5},     // the second layer's shape: flipped-weight dx
             {{8, 6, 5, 3, 1, 0}, 3, 6},       // flipped, no padding
@@ -336,11 +338,7 @@ TEST_CASE("the stride-1 weight gradient equals the double one within 16 u sum |d
     // ten thousand here. Float on every ISA; no dx, so only the weight gradient runs. Winograd off:
     // ResNet8's 32 x 32 shape would take Winograd's weight gradient, which test_winograd.cpp holds to
     // its own bound.
-    struct Case {
-        oar::ConvGeometry g;
-        std::size_t out_c, n;
-    };
-    const Case cases[] = {
+    const ConvCase cases[] = {
         {{3, 32, 32, 3, 1, 0}, 32, 2},   // MyNet's first convolution: 27 rows, a partial row tile
         {{32, 15, 15, 3, 1, 0}, 64, 6},  // MyNet's second; 6 samples: a group of 5 and one more
         {{64, 6, 6, 3, 1, 0}, 64, 3},    // MyNet's third
@@ -438,11 +436,7 @@ TEST_CASE("bias_relu gives the bits of bias_add followed by the ReLU, NaN passin
 
 TEST_CASE("conv2d with a fused ReLU gives the bits of conv2d followed by the ReLU layer, forward and backward") {
     oar_test::for_each_isa([&] {
-        struct Case {
-            oar::ConvGeometry g;
-            std::size_t out_c, n;
-        };
-        const Case cases[] = {
+        const ConvCase cases[] = {
             {{1, 28, 28, 5, 1, 2}, 20, 7},  // the course's layers: stride 1, col2im / flipped dx
             {{20, 14, 14, 5, 1, 2}, 20, 11},
             {{9, 7, 6, 3, 2, 1}, 4, 4},     // stride 2: the phase layout's forward and weight gradient
@@ -489,11 +483,7 @@ TEST_CASE("conv2d with a fused ReLU gives the bits of conv2d followed by the ReL
 
 TEST_CASE("conv2d backward without dw (bf16_mixed computes it apart): dx, db and the ReLU's mask with the bits of the whole backward, dw untouched") {
     oar_test::for_each_isa([&] {
-        struct Case {
-            oar::ConvGeometry g;
-            std::size_t out_c, n;
-        };
-        const Case cases[] = {
+        const ConvCase cases[] = {
             {{20, 14, 14, 5, 1, 2}, 20, 11},  // Winograd dx, direct weight gradient (dot products)
             {{8, 9, 9, 3, 1, 1}, 16, 24},     // the weight-gradient GEMM in groups, Winograd dx
             {{16, 32, 32, 3, 1, 1}, 16, 4},   // Winograd's weight gradient
@@ -571,11 +561,7 @@ TEST_CASE("bias_map gives the bits of bias_add followed by the map of its expres
 
 TEST_CASE("conv2d_forward_map gives the bits of conv2d_forward followed by the map of its expression on every path") {
     oar_test::for_each_isa([&] {
-        struct Case {
-            oar::ConvGeometry g;
-            std::size_t out_c, n;
-        };
-        const Case cases[] = {
+        const ConvCase cases[] = {
             {{3, 9, 9, 3, 1, 1}, 5, 3},     // stride 1, few channels: the implicit GEMM
             {{8, 10, 10, 3, 1, 1}, 8, 19},  // 3x3, 8 channels: Winograd (and the direct path for the last few)
             {{9, 7, 6, 3, 2, 1}, 4, 4},     // stride 2: the phase layout

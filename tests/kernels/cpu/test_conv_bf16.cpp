@@ -252,11 +252,7 @@ TEST_CASE("bf16 conv route on the real AVX512-BF16 and AMX units: within k 2^-8 
 // across the end of the wide positions).
 namespace {
 
-struct ConvBf16DwCase {
-    ConvGeometry g;
-    std::size_t out_c, n;
-};
-const ConvBf16DwCase conv_bf16_dw_cases[] = {
+const ConvBf16Case conv_bf16_dw_cases[] = {
     {{32, 15, 15, 3, 1, 0}, 64, 11},  // MyNet's second convolution: groups of 5 samples
     {{64, 6, 6, 3, 1, 0}, 64, 33},    // MyNet's third: 4 x 4 outputs, groups of 16
     {{20, 14, 14, 5, 1, 2}, 20, 7},   // the course CNN's second: 20 of 32 lanes
@@ -265,7 +261,7 @@ const ConvBf16DwCase conv_bf16_dw_cases[] = {
     {{8, 9, 9, 1, 1, 0}, 5, 6},       // 1x1 with a bias
 };
 
-std::vector<float> run_conv_bf16_dw(const ConvBf16DwCase& c, const ConvBf16Inputs& in,
+std::vector<float> run_conv_bf16_dw(const ConvBf16Case& c, const ConvBf16Inputs& in,
                                     oar::conv_bf16_dw_body tile, std::vector<float>& db) {
     std::vector<float> dw = in.dw0;
     db = in.db0;
@@ -275,7 +271,7 @@ std::vector<float> run_conv_bf16_dw(const ConvBf16DwCase& c, const ConvBf16Input
 
 /// Checks dw and db against double references on the unrounded inputs; returns the measured k of dw
 /// (sums of >= 32 products; every case has at least 32).
-double check_conv_bf16_dw(const ConvBf16DwCase& c, const ConvBf16Inputs& in, const std::vector<float>& dw,
+double check_conv_bf16_dw(const ConvBf16Case& c, const ConvBf16Inputs& in, const std::vector<float>& dw,
                           const std::vector<float>& db, const std::string& what) {
     const ConvGeometry& g = c.g;
     const std::size_t C = g.channels, H = g.height, W = g.width, K = g.kernel, OH = g.out_height(),
@@ -328,8 +324,8 @@ std::vector<std::vector<float>> test_conv_bf16_dw(oar::conv_bf16_dw_body tile, c
     std::vector<std::vector<float>> results;
     double worst = 0;
     std::uint64_t seed = 400;
-    for (const ConvBf16DwCase& c : conv_bf16_dw_cases) {
-        const ConvBf16Inputs in = make_conv_bf16_inputs({c.g, c.out_c, c.n}, seed);
+    for (const ConvBf16Case& c : conv_bf16_dw_cases) {
+        const ConvBf16Inputs in = make_conv_bf16_inputs(c, seed);
         seed += 10;
         const std::string what = path + ": C=" + std::to_string(c.g.channels) + " H=" + std::to_string(c.g.height) +
                                  " K=" + std::to_string(c.g.kernel) + " out_c=" + std::to_string(c.out_c) +

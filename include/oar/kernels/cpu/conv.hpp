@@ -158,6 +158,29 @@ struct kernel<op::im2row, basic_cpu<T>> {
 };
 
 namespace cpu_detail {
+/// Samples per weight-gradient group for outputs of P positions: partial sums are per group, added
+/// in group order. 5 splits the course's batch of 100 into 20 groups, 10 per thread on two threads
+/// (4 gave 13 and 12). Outputs of few positions take groups of at least dw_group_positions
+/// positions (MyNet's third convolution, 4 x 4: 16 samples), as every group's tiles end in a fixed
+/// epilogue (their sums scattered into the partials) that 5 x 16 positions did not repay. A
+/// function of P only, so the sums do not depend on the thread count.
+inline constexpr std::size_t dw_group_positions = 256;
+inline constexpr std::size_t conv_dw_group(std::size_t P) {
+    const std::size_t wide = P == 0 ? 5 : (dw_group_positions + P - 1) / P;
+    return wide > 5 ? wide : 5;
+}
+
+/// The row pitch of the zero-padded copies the stride-1 kernels read: W + pad, not W + 2*pad. Each
+/// row holds pad zeros, then the W values; a window reaching past the right edge (columns W..W+pad-1
+/// of the padded row) wraps into the next row's leading pad zeros, which are the left padding of that
+/// row too, and the last row wraps into the bottom padding. Every output row then computes Wp - OW =
+/// K - 1 - pad extra columns instead of K - 1 (course CNN, second conv: 16 columns a row, not 18).
+/// A pad beyond K - 1 makes the output row (W + 2*pad - K + 1) the wider one: then that is the pitch,
+/// and its gap of 2*pad - K + 1 >= pad zeros still serves both edges.
+inline constexpr std::size_t conv_pitch(std::size_t width, std::size_t kernel, std::size_t pad) {
+    return pad + 1 > kernel ? width + 2 * pad - kernel + 1 : width + pad;
+}
+
 /// What conv2d_forward_batch calls after each sample s's output is written: fn(ctx, s), nothing
 /// when fn is null. A function pointer, not a template parameter, so that the compiled-kernels
 /// library (kernels/cpu/compiled.hpp) holds the one batch kernel that every epilogue uses.

@@ -27,7 +27,7 @@
 #include "../../core/thread_pool.hpp"  // default_pool, ThreadPool
 #include "../types.hpp"                // ConvGeometry, Trans
 #include "bias.hpp"                    // kernel<op::bias_grad, cpu>
-#include "conv.hpp"                    // op::im2col, op::col2im on cpu; winograd_dw_applies
+#include "conv.hpp"                    // op::im2col, op::col2im on cpu; winograd_dw_applies, conv_dw_group, conv_pitch
 #include "gemm_bf16.hpp"               // gemm_bf16
 #include "scratch.hpp"                 // scratch, scratch_slot
 
@@ -152,38 +152,29 @@ inline bool conv_bf16_dw_applies(const ConvGeometry& g, std::size_t out_c) {
 #endif
 }
 
-namespace cpu_detail {
-/// Samples per group of conv2d_bf16_dw (partial sums per group, added in group order), as the fp32
-/// weight gradient groups them (conv_body.inc conv_dw_group): 5, or enough for 256 output
-/// positions. A function of the positions alone, so the sums do not depend on the thread count.
-inline std::size_t conv_bf16_dw_group(std::size_t positions) {
-    const std::size_t wide = positions == 0 ? 5 : (256 + positions - 1) / positions;
-    return std::max<std::size_t>(wide, 5);
-}
-}  // namespace cpu_detail
-
 /// dw (out_c, C, K, K) += the weight gradient of the stride-1 square convolution g over samples x
 /// (n, C, H, W) with output gradient dy (n, out_c, OH, OW), x and dy rounded to bf16 (nearest, ties
 /// to even) and multiplied on the bf16 units by `body` (isa/conv_bf16_dw.inc: vdpbf16ps over pairs
 /// of output positions, products exact, sums fp32, subnormal inputs and sums flushed to zero as the
 /// instruction does); db (out_c; null: none) += the sums of dy as given (bias_grad). Each group of
-/// samples (conv_bf16_dw_group) is one task: its images copied as bf16 onto a zero-padded row pitch
+/// samples (conv_dw_group) is one task: its images copied as bf16 onto a zero-padded row pitch
 /// Wp, its dy as pair words of 32 output channels, zero at the Wp - OW positions past each output
 /// row (there the tiles multiply zero by whatever the padded copy holds, so an infinite or NaN input
-/// value reaches dw through them too, as it reaches it through the positions that read it). Every
-/// entry is summed in an order fixed by the shapes alone: the same bits on any thread count.
+/// value reaches dw through them too, as it reaches it through the positions that read it). Groups
+/// and pitch are the fp32 weight gradient's (conv.hpp conv_dw_group, conv_pitch). Every entry is
+/// summed in an order fixed by the shapes alone: the same bits on any thread count.
 inline void conv2d_bf16_dw(const ConvGeometry& g, std::size_t out_c, std::size_t n, const float* x, const float* dy,
                            float* dw, float* db, conv_bf16_dw_body body) {
     using namespace cpu_detail;
     constexpr std::size_t RM = conv_bf16_dw_rows, OB = conv_bf16_dw_cols;
     const std::size_t C = g.channels, H = g.height, Wd = g.width, K = g.kernel, pad = g.pad;
-    const std::size_t Wp = pad + 1 > K ? Wd + 2 * pad - K + 1 : Wd + pad;  // conv_body.inc conv_pitch
+    const std::size_t Wp = conv_pitch(Wd, K, pad);
     const std::size_t plane = (H + 2 * pad) * Wp, OH = g.out_height(), OW = g.out_width(), P = OH * OW;
     const std::size_t pairs = (OH * Wp + 1) / 2, ckk = g.col_rows(), nb = (out_c + OB - 1) / OB;
     // A tile reads up to (C-1)*plane + (K-1)*Wp + K-1 + 2*pairs - 1 <= C*plane + K - 1, as
     // 2*pairs <= OH*Wp + 1 and (K-1+OH)*Wp = plane.
     const std::size_t xs = (C * plane + K + 1) / 2 * 2, dyts = nb * pairs * OB, wsize = out_c * ckk;
-    const std::size_t group = conv_bf16_dw_group(P), groups = (n + group - 1) / group;
+    const std::size_t group = conv_dw_group(P), groups = (n + group - 1) / group;
     float* partials = scratch<float, scratch_slot::conv_partials>(groups * wsize);  // (groups, out_c, ckk)
     const conv_bf16_dw_layout L{C, H, Wd, pad, Wp, plane, xs, out_c, OH, OW, pairs, nb};
     auto run_group = [&](std::size_t grp) {
