@@ -32,6 +32,12 @@ struct f32x16 {
 struct i32x16 {
     std::uint16_t h[32];
 };
+struct f32x8 {
+    float f[8];
+};
+struct i32x8 {
+    std::uint16_t h[16];
+};
 inline float bf(std::uint16_t h) { return oar::to_float(oar::bf16{h}); }
 
 }  // namespace oar::cpu_detail::emu
@@ -84,6 +90,29 @@ inline void _mm512_mask_storeu_ps(float* p, __mmask16 m, __m512 v) {
     for (int i = 0; i < 16; ++i)
         if ((m >> i) & 1) p[i] = v.f[i];
 }
+// The 256-bit forms (AVX512VL) the weight-gradient tile takes for a block of 17-24 channels.
+using __m256 = f32x8;
+using __m256i = i32x8;
+using __m256bh = i32x8;
+inline __m256 _mm256_setzero_ps() { return {}; }
+inline __m256i _mm256_loadu_si256(const void* p) {
+    __m256i r;
+    std::memcpy(&r, p, sizeof r);
+    return r;
+}
+inline __m256i _mm512_castsi512_si256(__m512i a) {
+    __m256i r;
+    std::memcpy(r.h, a.h, sizeof r.h);
+    return r;
+}
+inline __m256 _mm256_dpbf16_ps(__m256 acc, __m256bh a, __m256bh b) {
+    for (int i = 0; i < 8; ++i) {
+        acc.f[i] = std::fma(bf(a.h[2 * i + 1]), bf(b.h[2 * i + 1]), acc.f[i]);
+        acc.f[i] = std::fma(bf(a.h[2 * i]), bf(b.h[2 * i]), acc.f[i]);
+    }
+    return acc;
+}
+inline void _mm256_storeu_ps(float* p, __m256 v) { std::memcpy(p, v.f, sizeof v.f); }
 #include <oar/kernels/cpu/isa/gemm_bf16_avx512.inc>
 #include <oar/kernels/cpu/isa/conv_bf16_dw.inc>
 }  // namespace oar::cpu_detail::emu_avx512

@@ -246,7 +246,8 @@ TEST_CASE("bf16 conv route on the real AVX512-BF16 and AMX units: within k 2^-8 
 // (isa/conv_bf16_dw.inc), the output positions in pairs. Held to the double reference on the
 // unrounded inputs with the bound above (its products are those of the im2col route; only the fp32
 // sums are grouped differently), the same bits on 1, 2 and 3 threads, on the emulated tile
-// everywhere and on the real one where the CPU has AVX512-BF16. Geometries: MyNet's second and third
+// everywhere and on the real one where the CPU has AVX512-BF16, the narrower tiles of blocks of 24
+// and 16 channels or fewer bit for bit as the 32-channel one. Geometries: MyNet's second and third
 // convolutions and the course CNN's second (several groups of samples, output channels past one
 // block of 32), a padding wider than the kernel (the pitch from the output row), odd widths (pairs
 // across the end of the wide positions).
@@ -318,9 +319,18 @@ double check_conv_bf16_dw(const ConvBf16Case& c, const ConvBf16Inputs& in, const
     return worst;
 }
 
-/// Every case on `tile`: checked, the same bits on 1, 2 and 3 threads; returns the dw's per case (on
-/// 1 thread) for comparisons between tiles.
-std::vector<std::vector<float>> test_conv_bf16_dw(oar::conv_bf16_dw_body tile, const std::string& path) {
+/// The tiles at their full 32 output channels whatever a block holds: the reference for the
+/// narrower ones (16 and 24 channels), whose lanes must sum the same products in the same order.
+template <auto Tile>
+void full_width_tile(std::size_t rows, std::size_t, std::size_t ns, std::size_t pairs, const std::uint16_t* x,
+                     std::size_t xs, const std::size_t* off, const std::uint32_t* dyt, std::size_t dyts, float* out) {
+    Tile(rows, oar::cpu_detail::conv_bf16_dw_cols, ns, pairs, x, xs, off, dyt, dyts, out);
+}
+
+/// Every case on `tile`: checked, the same bits on 1, 2 and 3 threads and as `full` (the tile at
+/// 32 channels for every block); returns the dw's per case (on 1 thread) for comparisons between tiles.
+std::vector<std::vector<float>> test_conv_bf16_dw(oar::conv_bf16_dw_body tile, oar::conv_bf16_dw_body full,
+                                                  const std::string& path) {
     std::vector<std::vector<float>> results;
     double worst = 0;
     std::uint64_t seed = 400;
@@ -334,6 +344,11 @@ std::vector<std::vector<float>> test_conv_bf16_dw(oar::conv_bf16_dw_body tile, c
         std::vector<float> db1;
         results.push_back(run_conv_bf16_dw(c, in, tile, db1));
         worst = std::max(worst, check_conv_bf16_dw(c, in, results.back(), db1, what));
+        {
+            std::vector<float> db;
+            INFO(what, ": the 32-channel tile on every block");
+            CHECK(run_conv_bf16_dw(c, in, full, db) == results.back());
+        }
         for (std::size_t t : {2u, 3u}) {
             oar::set_num_threads(t);
             std::vector<float> db;
@@ -351,14 +366,18 @@ std::vector<std::vector<float>> test_conv_bf16_dw(oar::conv_bf16_dw_body tile, c
 }  // namespace
 
 TEST_CASE("bf16 weight gradient on pairs of positions (emulated and real AVX512-BF16 tile): within k 2^-8 sum|a||b|, same bits on 1-3 threads") {
-    const auto emulated = test_conv_bf16_dw({&oar::cpu_detail::emu_avx512::dw_pack, &oar::cpu_detail::emu_avx512::dw_tile_rows}, "emulated avx512bf16");
+    namespace emu = oar::cpu_detail::emu_avx512;
+    const auto emulated = test_conv_bf16_dw({&emu::dw_pack, &emu::dw_tile_rows},
+                                            {&emu::dw_pack, &full_width_tile<&emu::dw_tile_rows>}, "emulated avx512bf16");
 #if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
     if (!oar::cpu_supports(oar::cpu_isa::avx512_bf16)) {
         oar_test::skip("avx512bf16 weight-gradient tile not run: " +
                        oar::cpu_isa_unsupported_reason(oar::cpu_isa::avx512_bf16));
         return;
     }
-    const auto real = test_conv_bf16_dw({&oar::cpu_detail::bf16_avx512::dw_pack, &oar::cpu_detail::bf16_avx512::dw_tile_rows}, "avx512bf16");
+    namespace real_body = oar::cpu_detail::bf16_avx512;
+    const auto real = test_conv_bf16_dw({&real_body::dw_pack, &real_body::dw_tile_rows},
+                                        {&real_body::dw_pack, &full_width_tile<&real_body::dw_tile_rows>}, "avx512bf16");
     // vdpbf16ps as the SDM defines it (the emulation): the same bits (the inputs hold no subnormals,
     // which the instruction flushes and the emulation keeps)
     CHECK(real == emulated);

@@ -125,11 +125,11 @@ inline void conv2d_bf16_backward(const ConvGeometry& g, std::size_t out_c, std::
 }
 
 /// The body conv2d_bf16_dw runs (isa/conv_bf16_dw.inc, on the real intrinsics or emulated ones):
-/// dw_pack and dw_tile_rows.
+/// dw_pack and dw_tile_rows (rows, the block's output channels, then the tile's operands).
 struct conv_bf16_dw_body {
     void (*pack)(const cpu_detail::conv_bf16_dw_layout&, const float*, std::uint16_t*, const float*, std::uint16_t*,
                  std::uint32_t*);
-    void (*tile)(std::size_t, std::size_t, std::size_t, const std::uint16_t*, std::size_t, const std::size_t*,
+    void (*tile)(std::size_t, std::size_t, std::size_t, std::size_t, const std::uint16_t*, std::size_t, const std::size_t*,
                  const std::uint32_t*, std::size_t, float*);
 };
 
@@ -195,7 +195,7 @@ inline void conv2d_bf16_dw(const ConvGeometry& g, std::size_t out_c, std::size_t
                     const std::size_t i = r0 + r, c = i / (K * K), ky = i / K % K, kx = i % K;
                     off[r] = c * plane + ky * Wp + kx;
                 }
-                body.tile(R, ns, pairs, xp, xs, off, dyt + b * pairs * OB, dyts, out);
+                body.tile(R, mb, ns, pairs, xp, xs, off, dyt + b * pairs * OB, dyts, out);
                 for (std::size_t j = 0; j < mb; ++j)
                     for (std::size_t r = 0; r < R; ++r) part[(b * OB + j) * ckk + r0 + r] = out[r * OB + j];
             }

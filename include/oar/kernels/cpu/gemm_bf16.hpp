@@ -19,11 +19,13 @@
 // while packing (the bf16_mixed policy's products: no rounded copy of either operand).
 #pragma once
 
-#include <algorithm>  // std::min, std::max
+#include <algorithm>  // std::min, std::max, std::clamp
+#include <array>      // std::array: the weight-gradient tiles
 #include <bit>        // std::bit_cast
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::uint16_t, std::int32_t
 #include <cstring>    // std::memcpy
+#include <utility>    // std::index_sequence
 
 #include "../../config.hpp"            // OAR_ISA_X86, OAR_ISA_COMPILED
 #include "../../core/bf16.hpp"         // bf16, to_float
@@ -50,7 +52,8 @@ inline constexpr std::size_t gemm_bf16_mc = 160;
 /// Columns of C per packed strip of op(B) (two zmm of fp32).
 inline constexpr std::size_t gemm_bf16_nr = 32;
 /// The AVX512-BF16 weight-gradient tile of conv_bf16.hpp (isa/conv_bf16_dw.inc): rows of dw^T
-/// (input channel and window offset) and output channels (two zmm of fp32) per register tile.
+/// (input channel and window offset) and output channels (two zmm of fp32) per register tile, at
+/// most (a block of fewer channels takes a narrower tile).
 inline constexpr std::size_t conv_bf16_dw_rows = 12, conv_bf16_dw_cols = 32;
 /// The shapes of conv_bf16.hpp's packed weight-gradient operands (conv2d_bf16_dw): images of C x H x W
 /// with padding pad copied onto the row pitch Wp (planes of `plane` values, xs values a sample), dy of
@@ -107,7 +110,16 @@ inline void gemm_bf16_widened(Trans ta, Trans tb, std::size_t M, std::size_t N, 
 #endif
 namespace oar::cpu_detail::bf16_avx512 {
 #include "isa/gemm_bf16_avx512.inc"  // gemm_block
+// g++ 12 takes the undefined upper half in its _mm512_castsi512_si256 (a register's low half, no
+// instruction) for a maybe-uninitialized value.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "isa/conv_bf16_dw.inc"      // dw_tile_rows: conv_bf16.hpp's weight gradient
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 }  // namespace oar::cpu_detail::bf16_avx512
 #if defined(__clang__)
 #pragma clang attribute pop
