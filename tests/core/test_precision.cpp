@@ -691,9 +691,10 @@ inline std::vector<float> rounded_copy(const std::vector<float>& v) {
 }  // namespace precision_test
 
 TEST_CASE("bf16_mixed is the fp32 kernels on rounded operands, bit for bit, with a large batch rounded in chunks") {
-    // A batch whose rounded input exceeds bf16_chunk_values: Conv2D's forward and Linear's forward
-    // product round and run it in chunks (32 samples here, then 13: a Winograd partial group of 5
-    // at the end on AVX2, as in one call). The fp32 network with the same weights rounded, on the
+    // A batch whose rounded input exceeds bf16_chunk_values: Linear's forward product rounds and runs
+    // it in chunks (32 samples here, then 13); Conv2D's kernels round x and dy a sample or a group at
+    // a time, or as Winograd interleaves them (ConvGeometry::round_bf16; Winograd's groups of 16, 8
+    // or 4 images by ISA, a partial one at the end). The fp32 network with the same weights rounded, on the
     // rounded input and output gradient, must give the same bits: y, dx, the weight gradients (and
     // Conv2D's bias gradient, a sum of the rounded dy; Linear's bias gradient sums the unrounded dy).
     constexpr std::size_t C = 8, H = 32, N = 45;
@@ -708,6 +709,30 @@ TEST_CASE("bf16_mixed is the fp32 kernels on rounded operands, bit for bit, with
         static_assert(decltype(h)::fuses_relu(0));
         round_weights(f);
         const auto dy = oar_test::random_vector<float>(N * 8 * H * H, 72);
+        const TailRun rh(h, x, dy, N);
+        const TailRun rf(f, rounded_copy(x), rounded_copy(dy), N);
+        CHECK(same_bits(rh.y, rf.y));
+        CHECK(same_bits(rh.dx, rf.dx));
+        CHECK(same_bits(rh.grads, rf.grads));
+    }
+    SUBCASE("Conv2D alone (its plain backward: Winograd's weight gradient and input gradient)") {
+        using Seq = Sequential<Conv2D<C, 8, 3, 1, 1>, Flatten>;
+        Network<Seq, Shape<C, H, H>, cpu, bf16_mixed> h(5);
+        Network<Seq, Shape<C, H, H>, cpu, fp32> f(5);
+        round_weights(f);
+        const auto dy = oar_test::random_vector<float>(N * 8 * H * H, 74);
+        const TailRun rh(h, x, dy, N);
+        const TailRun rf(f, rounded_copy(x), rounded_copy(dy), N);
+        CHECK(same_bits(rh.y, rf.y));
+        CHECK(same_bits(rh.dx, rf.dx));
+        CHECK(same_bits(rh.grads, rf.grads));
+    }
+    SUBCASE("Conv2D, stride 2, alone (the phase layout's kernels)") {
+        using Seq = Sequential<Conv2D<C, 8, 3, 2, 1>, Flatten>;
+        Network<Seq, Shape<C, H, H>, cpu, bf16_mixed> h(6);
+        Network<Seq, Shape<C, H, H>, cpu, fp32> f(6);
+        round_weights(f);
+        const auto dy = oar_test::random_vector<float>(N * 8 * (H / 2) * (H / 2), 75);
         const TailRun rh(h, x, dy, N);
         const TailRun rf(f, rounded_copy(x), rounded_copy(dy), N);
         CHECK(same_bits(rh.y, rf.y));

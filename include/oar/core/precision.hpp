@@ -31,8 +31,9 @@ struct bf16_mixed {
 };
 
 /// Under bf16_mixed, the most values of an activation that the CPU rounds into a copy at once:
-/// Conv2D's forward and Linear's forward rows (rounded and multiplied chunk by chunk, each chunk
-/// as its own product), so that a large evaluation batch keeps no batch-sized rounded copy.
+/// Linear's forward rows (rounded and multiplied chunk by chunk, each chunk as its own product), so
+/// that a large evaluation batch keeps no batch-sized rounded copy (Conv2D's kernels round x and dy
+/// a sample or a group of samples at a time: ConvGeometry::round_bf16).
 inline constexpr std::size_t bf16_chunk_values = std::size_t(1) << 18;
 
 template <class P>

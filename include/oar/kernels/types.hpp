@@ -18,6 +18,11 @@ struct ConvGeometry {
     static constexpr std::size_t same = ~std::size_t(0);
     std::size_t channels, height, width, kernel, stride, pad;
     std::size_t kernel_w = same, stride_w = same, pad_w = same;
+    /// The CPU's float convolution kernels read x and dy rounded to bf16 (nearest, ties to even), as
+    /// they copy them into their own layouts (or a sample's or group's copy at a time): bf16 mixed
+    /// precision's operands without a batch-sized rounded copy. The bits of the same kernel on
+    /// rounded copies. Other kernels ignore it.
+    bool round_bf16 = false;
 
     OAR_HOST_DEVICE constexpr std::size_t kh() const { return kernel; }
     OAR_HOST_DEVICE constexpr std::size_t kw() const { return kernel_w == same ? kernel : kernel_w; }

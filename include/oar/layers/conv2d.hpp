@@ -9,9 +9,10 @@
 // layer sequence has Conv2D, ReLU (nn/network.hpp). forward_map (every backend) runs any other
 // elementwise tail (activations, an eval-mode BatchNorm2D folded) in the epilogue likewise.
 // Under bf16 mixed precision (core/precision.hpp; the context's mixed_gemm set) the CPU kernels get
-// x, the weights and dy rounded to bf16 (copies in thread-local scratch: the forward rounds x a
-// chunk of samples at a time, and backward_relu rounds dy in place, as it overwrites dy anyway)
-// and compute in fp32, the bias gradient included (it sums the rounded dy); the bias stays fp32.
+// the weights rounded to bf16 (a copy in thread-local scratch) and read x and dy rounded to bf16
+// as they copy them into their own layouts (ConvGeometry::round_bf16: no batch-sized copy; the
+// fused ReLU's backward rounds dy in place, as it overwrites dy anyway) and compute in fp32, the
+// bias gradient included (it sums the rounded dy); the bias stays fp32.
 // Where the CPU has AVX512-BF16 or AMX and conv_bf16_units() is on (off by default: it is slower so
 // far), the products run on those units instead (Context::mixed_conv_*, kernels/cpu/conv_bf16.hpp:
 // im2col + gemm_bf16 on operands packed to bf16 once), ReLU and tails applied after the convolution.
@@ -23,7 +24,6 @@
 // rounded dy there too).
 #pragma once
 
-#include <algorithm>    // std::min, std::max: the rounded chunks
 #include <array>        // std::array
 #include <concepts>     // std::same_as
 #include <cstddef>      // std::size_t
@@ -33,7 +33,7 @@
 #include "../core/cpu_isa.hpp"         // active_cpu_isa: the bf16 route
 #include "../core/layer_concepts.hpp"  // LayerCheck, ParamSpec
 #include "../core/bf16.hpp"            // round_to_bf16: mixed precision's operands
-#include "../core/precision.hpp"       // bf16_chunk_values, conv_bf16_units; bf16_mixed, Bf16Backend: the mixed kernels off the CPU
+#include "../core/precision.hpp"       // conv_bf16_units; bf16_mixed, Bf16Backend: the mixed kernels off the CPU
 #include "../kernels/cpu/conv.hpp"     // op::conv2d_forward / conv2d_backward on cpu, ConvGeometry
 #include "../kernels/cpu/scratch.hpp"  // cpu_detail::scratch: the rounded copies
 
@@ -63,6 +63,12 @@ struct Conv2D {
 
     static constexpr ConvGeometry geometry(Dims in) {
         return {InC, in.d[1], in.d[2], K.h, Stride.h, Pad.h, K.w, Stride.w, Pad.w};
+    }
+    /// geometry(in) for the fp32 kernels under bf16_mixed: they read x and dy rounded to bf16.
+    static constexpr ConvGeometry rounding_geometry(Dims in) {
+        ConvGeometry g = geometry(in);
+        g.round_bf16 = true;
+        return g;
     }
 
     static constexpr LayerCheck check(Dims in) {
@@ -99,11 +105,8 @@ struct Conv2D {
                     ctx.mixed_conv_forward(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y);
                     return;
                 }
-                const float* w = rounded<slot::mixed_w>(ctx.params, weight_size);
-                for_rounded_chunks(in, x, n, [&](std::size_t s0, std::size_t m, const float* xr) {
-                    kernel<op::conv2d_forward, B>::run(geometry(in), OutC, m, xr, w, bias(ctx.params),
-                                                       y + s0 * out_size(in));
-                });
+                kernel<op::conv2d_forward, B>::run(rounding_geometry(in), OutC, n, x,
+                                                   rounded<slot::mixed_w>(ctx.params, weight_size), bias(ctx.params), y);
                 return;
             }
         if constexpr (Bf16Backend<B>)
@@ -122,17 +125,15 @@ struct Conv2D {
                     ctx.mixed_conv_backward(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads, bias(ctx.grads), dx);
                     return;
                 }
-                const float* dyr = rounded<slot::mixed_dy>(dy, n * out_size(in));
-                if (dw_on_units(ctx, in)) {  // dx by the fp32 kernels (x not read there), dw on the units
-                    kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, x,
-                                                        rounded<slot::mixed_w>(ctx.params, weight_size), dyr, nullptr,
-                                                        nullptr, dx);
-                    ctx.mixed_conv_dw(geometry(in), OutC, n, x, dyr, ctx.grads, bias(ctx.grads));
+                const float* w = rounded<slot::mixed_w>(ctx.params, weight_size);
+                if (dw_on_units(ctx, in)) {  // dx and db by the fp32 kernels (x not read there), dw on the units
+                    kernel<op::conv2d_backward, B>::run(rounding_geometry(in), OutC, n, x, w, dy, nullptr,
+                                                        bias(ctx.grads), dx);
+                    ctx.mixed_conv_dw(geometry(in), OutC, n, x, dy, ctx.grads, nullptr);
                     return;
                 }
-                kernel<op::conv2d_backward, B>::run(geometry(in), OutC, n, rounded<slot::mixed_x>(x, n * in.size()),
-                                                    rounded<slot::mixed_w>(ctx.params, weight_size), dyr, ctx.grads,
-                                                    bias(ctx.grads), dx);
+                kernel<op::conv2d_backward, B>::run(rounding_geometry(in), OutC, n, x, w, dy, ctx.grads, bias(ctx.grads),
+                                                    dx);
                 return;
             }
         if constexpr (Bf16Backend<B>)
@@ -160,12 +161,9 @@ struct Conv2D {
                                                      y + s * per, 1, OutC, hw);
                     return;
                 }
-                const float* w = rounded<slot::mixed_w>(ctx.params, weight_size);
-                for_rounded_chunks(in, x, n, [&](std::size_t s0, std::size_t m, const float* xr) {
-                    const std::size_t o = s0 * out_size(in);
-                    kernel<op::conv2d_forward_map, B>::run(geometry(in), OutC, m, xr, w, bias(ctx.params), f, scale,
-                                                           shift, z + o, y + o);
-                });
+                kernel<op::conv2d_forward_map, B>::run(rounding_geometry(in), OutC, n, x,
+                                                       rounded<slot::mixed_w>(ctx.params, weight_size),
+                                                       bias(ctx.params), f, scale, shift, z, y);
                 return;
             }
         if constexpr (Bf16Backend<B>)
@@ -190,11 +188,9 @@ struct Conv2D {
                     for (std::size_t i = 0, e = n * out_size(in); i < e; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
                     return;
                 }
-                const float* w = rounded<slot::mixed_w>(ctx.params, weight_size);
-                for_rounded_chunks(in, x, n, [&](std::size_t s0, std::size_t m, const float* xr) {
-                    kernel<op::conv2d_forward_relu, cpu>::run(geometry(in), OutC, m, xr, w, bias(ctx.params),
-                                                              y + s0 * out_size(in));
-                });
+                kernel<op::conv2d_forward_relu, cpu>::run(rounding_geometry(in), OutC, n, x,
+                                                          rounded<slot::mixed_w>(ctx.params, weight_size),
+                                                          bias(ctx.params), y);
                 return;
             }
         kernel<op::conv2d_forward_relu, basic_cpu<T>>::run(geometry(in), OutC, n, x, ctx.params, bias(ctx.params), y);
@@ -206,25 +202,22 @@ struct Conv2D {
                        std::size_t n) const {
         if constexpr (std::same_as<T, float>)
             if (ctx.mixed_gemm) {
-                // dy is overwritten with the masked gradient anyway: round it in place (rounding
-                // commutes with the ReLU's mask), so no batch-sized copy of it is kept.
-                round_to_bf16(dy, dy, n * out_size(in));
-                if (bf16_units(ctx)) {  // the ReLU's mask, then the bf16 backward
+                if (bf16_units(ctx)) {  // dy rounded and masked in place (it is overwritten anyway), then the bf16 backward
+                    round_to_bf16(dy, dy, n * out_size(in));
                     for (std::size_t i = 0, e = n * out_size(in); i < e; ++i) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
                     ctx.mixed_conv_backward(geometry(in), OutC, n, x, ctx.params, dy, ctx.grads, bias(ctx.grads), dx);
                     return;
                 }
-                if (dw_on_units(ctx, in)) {  // the mask and dx by the fp32 kernels, then dw on the units
-                    kernel<op::conv2d_backward_relu, cpu>::run(geometry(in), OutC, n, x,
-                                                               rounded<slot::mixed_w>(ctx.params, weight_size), y, dy,
-                                                               nullptr, nullptr, dx);
-                    ctx.mixed_conv_dw(geometry(in), OutC, n, x, dy, ctx.grads, bias(ctx.grads));
+                // The fp32 kernels mask dy in place and round it there, group by group.
+                const float* w = rounded<slot::mixed_w>(ctx.params, weight_size);
+                if (dw_on_units(ctx, in)) {  // the mask, dx and db by the fp32 kernels, then dw on the units
+                    kernel<op::conv2d_backward_relu, cpu>::run(rounding_geometry(in), OutC, n, x, w, y, dy, nullptr,
+                                                               bias(ctx.grads), dx);
+                    ctx.mixed_conv_dw(geometry(in), OutC, n, x, dy, ctx.grads, nullptr);
                     return;
                 }
-                kernel<op::conv2d_backward_relu, cpu>::run(geometry(in), OutC, n,
-                                                           rounded<slot::mixed_x>(x, n * in.size()),
-                                                           rounded<slot::mixed_w>(ctx.params, weight_size), y, dy,
-                                                           ctx.grads, bias(ctx.grads), dx);
+                kernel<op::conv2d_backward_relu, cpu>::run(rounding_geometry(in), OutC, n, x, w, y, dy, ctx.grads,
+                                                           bias(ctx.grads), dx);
                 return;
             }
         kernel<op::conv2d_backward_relu, basic_cpu<T>>::run(geometry(in), OutC, n, x, ctx.params, y, dy, ctx.grads,
@@ -255,20 +248,6 @@ private:
         float* out = cpu_detail::scratch<float, Slot>(size);
         round_to_bf16(v, out, size);
         return out;
-    }
-
-    /// Runs run(s0, m, xr) on the batch in chunks: xr is samples [s0, s0 + m) of x rounded to bf16
-    /// (in scratch), at most bf16_chunk_values values where 16 samples fit. Chunks are multiples of
-    /// 16 samples: the Winograd kernels' groups of images (4, 8 or 16 by ISA) then start at the same
-    /// samples as in one call over the batch, so every output has the bits of the unchunked forward.
-    template <class F>
-    static void for_rounded_chunks(Dims in, const float* x, std::size_t n, F&& run) {
-        const std::size_t per = in.size();
-        const std::size_t chunk = std::max<std::size_t>(16, bf16_chunk_values / per / 16 * 16);
-        for (std::size_t s0 = 0; s0 < n; s0 += chunk) {
-            const std::size_t m = std::min(chunk, n - s0);
-            run(s0, m, static_cast<const float*>(rounded<slot::mixed_x>(x + s0 * per, m * per)));
-        }
     }
 
     /// The bias (or its gradient) in the layer's block, or null without one: kernels skip it.

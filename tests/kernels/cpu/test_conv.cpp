@@ -12,6 +12,7 @@
 #include <oar/kernels/cpu/conv.hpp>  // the header under test
 #include <oar/kernels/expr.hpp>      // expr::then: the expressions bias_map and conv2d_forward_map run
 #include <oar/core/thread_pool.hpp>  // set_num_threads: results must not depend on it
+#include <oar/core/bf16.hpp>         // round_to_bf16: the operands ConvGeometry::round_bf16 stands for
 
 #include <algorithm>  // std::max
 #include <cmath>    // std::abs
@@ -524,6 +525,78 @@ TEST_CASE("conv2d backward without dw (bf16_mixed computes it apart): dx, db and
                 CHECK(ndw == std::vector<float>(c.out_c * ckk, 0.5f));
                 CHECK(dw != ndw);
             }
+    });
+}
+
+TEST_CASE("round_bf16: the kernels read x and dy rounded to bf16, with the bits of the same kernels on rounded copies, on every path") {
+    // bf16 mixed precision's Conv2D sets ConvGeometry::round_bf16 instead of rounding whole batches
+    // into copies: the kernels round a sample's or a group's x and dy, or as Winograd interleaves
+    // them. Forward (plain, fused ReLU), backward (plain, fused ReLU: dy masked and rounded in place),
+    // with and without dw and db: every output with the bits of the unflagged kernel on rounded x and
+    // dy, the weights rounded by the caller in both.
+    oar_test::for_each_isa([&] {
+        const ConvCase cases[] = {
+            {{20, 14, 14, 5, 1, 2}, 20, 19},       // Winograd forward and dx on 16 (8, 4) images, the rest direct
+            {{1, 28, 28, 5, 1, 2}, 20, 3},         // the course CNN's first: direct forward, dot-product dw
+            {{8, 9, 9, 3, 1, 1}, 16, 24},          // the weight-gradient GEMM in groups, Winograd dx
+            {{16, 32, 32, 3, 1, 1}, 16, 5},        // Winograd's weight gradient
+            {{3, 11, 11, 3, 1, 0}, 32, 6},         // direct stride 1 under 8 channels
+            {{9, 7, 6, 3, 2, 1}, 4, 7},            // stride 2: the phase layout
+            {{8, 6, 6, 1, 1, 0}, 5, 3},            // pointwise: a GEMM per sample
+            {{4, 8, 8, 1, 2, 0}, 6, 3},            // strided 1x1
+            {{3, 10, 9, 3, 1, 1, 5, 1, 2}, 6, 3},  // not square: im2col / im2row + GEMM
+        };
+        for (const auto& c : cases)
+            for (bool relu : {false, true})
+                for (int grads : {0, 1, 2}) {  // dw and db; db only; dw only
+                    oar::ConvGeometry g = c.g, rg = c.g;
+                    rg.round_bf16 = true;
+                    INFO(describe_conv(g) << " out_c=" << c.out_c << " n=" << c.n << " relu=" << relu
+                                          << " grads=" << grads);
+                    const std::size_t in_size = g.channels * g.height * g.width, P = g.col_cols(), ckk = g.col_rows();
+                    const std::size_t ny = c.n * c.out_c * P;
+                    const auto x = random_vector<float>(c.n * in_size, 61), b = random_vector<float>(c.out_c, 63);
+                    auto w = random_vector<float>(c.out_c * ckk, 62);
+                    oar::round_to_bf16(w.data(), w.data(), w.size());
+                    const auto ry = random_vector<float>(ny, 64);  // the ReLU's output: about half of it masked
+                    const auto dy0 = random_vector<float>(ny, 65);
+                    auto rx = x, rdy = dy0;
+                    oar::round_to_bf16(rx.data(), rx.data(), rx.size());
+                    oar::round_to_bf16(rdy.data(), rdy.data(), rdy.size());
+                    REQUIRE(rx != x);  // the inputs have bits below bf16's
+                    const bool with_dw = grads != 1, with_db = grads != 2;
+                    auto run = [&](const oar::ConvGeometry& gg, const std::vector<float>& xx, std::vector<float> dy,
+                                   std::vector<float>& y, std::vector<float>& dw, std::vector<float>& db,
+                                   std::vector<float>& dx) {
+                        y.assign(ny, 7.0f);
+                        dw.assign(c.out_c * ckk, 0.5f);
+                        db.assign(c.out_c, 0.25f);
+                        dx.assign(c.n * in_size, 3.0f);
+                        float* pdw = with_dw ? dw.data() : nullptr;
+                        float* pdb = with_db ? db.data() : nullptr;
+                        if (relu) {
+                            oar::kernel<oar::op::conv2d_forward_relu, oar::cpu>::run(gg, c.out_c, c.n, xx.data(), w.data(),
+                                                                                     b.data(), y.data());
+                            oar::kernel<oar::op::conv2d_backward_relu, oar::cpu>::run(gg, c.out_c, c.n, xx.data(), w.data(),
+                                                                                      ry.data(), dy.data(), pdw, pdb,
+                                                                                      dx.data());
+                        } else {
+                            oar::kernel<oar::op::conv2d_forward, oar::cpu>::run(gg, c.out_c, c.n, xx.data(), w.data(),
+                                                                                b.data(), y.data());
+                            oar::kernel<oar::op::conv2d_backward, oar::cpu>::run(gg, c.out_c, c.n, xx.data(), w.data(),
+                                                                                 dy.data(), pdw, pdb, dx.data());
+                        }
+                        return dy;
+                    };
+                    std::vector<float> y, dw, db, dx, ry_, rdw, rdb, rdx;
+                    const auto dy_after = run(rg, x, dy0, y, dw, db, dx);
+                    const auto rdy_after = run(g, rx, rdy, ry_, rdw, rdb, rdx);
+                    CHECK(y == ry_);
+                    CHECK(dx == rdx);
+                    CHECK(dw == rdw);
+                    CHECK(db == rdb);
+                    CHECK(dy_after == (relu ? rdy_after : dy0));  // the fused ReLU's dy: masked and rounded in place
+                }
     });
 }
 

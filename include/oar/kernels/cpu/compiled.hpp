@@ -38,11 +38,11 @@ namespace oar::cpu_detail {
     template std::size_t winograd_lanes<T>();                                                                       \
     template std::size_t winograd_images<T>(std::size_t);                                                           \
     template void winograd_conv_batch<false, T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,    \
-                                                std::size_t, std::size_t, const T*, const T*, const T*, T*);        \
+                                                std::size_t, std::size_t, const T*, const T*, const T*, T*, bool);  \
     template void winograd_conv_batch<true, T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,     \
-                                               std::size_t, std::size_t, const T*, const T*, const T*, T*);         \
+                                               std::size_t, std::size_t, const T*, const T*, const T*, T*, bool);   \
     template void winograd_dw_batch<T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,             \
-                                       std::size_t, std::size_t, const T*, const T*, T*);                   \
+                                       std::size_t, std::size_t, const T*, const T*, T*, bool, bool);       \
     template void batch_norm_forward_channels<T>(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,   \
                                                  const T*, const T*, const T*, T*, T*, bool, float, float, T*,      \
                                                  bool, double*);                                                    \

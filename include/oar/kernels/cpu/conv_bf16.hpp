@@ -158,7 +158,8 @@ inline bool conv_bf16_dw_applies(const ConvGeometry& g, std::size_t out_c) {
 /// of output positions, products exact, sums fp32, subnormal inputs and sums flushed to zero as the
 /// instruction does); db (out_c; null: none) += the sums of dy as given (bias_grad). Each group of
 /// samples (conv_dw_group) is one task: its images copied as bf16 onto a zero-padded row pitch
-/// Wp, its dy as pair words of 32 output channels, zero at the Wp - OW positions past each output
+/// Wp, its dy as pair words in blocks of 32 output channels (a block of 24 or 16 channels or fewer
+/// takes a narrower tile), zero at the Wp - OW positions past each output
 /// row (there the tiles multiply zero by whatever the padded copy holds, so an infinite or NaN input
 /// value reaches dw through them too, as it reaches it through the positions that read it). Groups
 /// and pitch are the fp32 weight gradient's (conv.hpp conv_dw_group, conv_pitch). Every entry is

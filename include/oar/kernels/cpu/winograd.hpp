@@ -25,7 +25,7 @@
 // tests/kernels/cpu/test_winograd.cpp holds it to the direct convolution in double.
 #pragma once
 
-#include <algorithm>    // std::min, std::fill
+#include <algorithm>    // std::min, std::fill, std::copy
 #include <array>        // std::array: the micro-tiles by shape
 #include <cstddef>      // std::size_t
 #include <type_traits>  // std::is_same_v
@@ -33,6 +33,7 @@
 
 
 #include "../../config.hpp"            // OAR_ALWAYS_INLINE
+#include "../../core/bf16.hpp"         // round_to_bf16: operands rounded as they are interleaved
 #include "../../core/switch.hpp"       // env_flag, detail::lazy_switch: OAR_WINOGRAD and the switch
 #include "../../core/thread_pool.hpp"  // default_pool
 #include "gemm.hpp"                    // cpu_detail::scratch
@@ -72,6 +73,22 @@ bool winograd_dw_applies(std::size_t C, std::size_t M, std::size_t kernel, std::
     return kernel == 3 && out_width >= 29 && winograd_applies<T>(C, M, kernel, stride);
 }
 
+/// v[0, n) rounded to bf16 in place when round (bf16 mixed precision's operands, read by the fp32
+/// kernels as they copy them into their own layouts: ConvGeometry::round_bf16); float only.
+template <class T>
+void round_operand(T* v, std::size_t n, bool round) {
+    if constexpr (std::is_same_v<T, float>)
+        if (round) round_to_bf16(v, v, n);
+}
+/// dst[0, n) = src[0, n) rounded to bf16 (floats; other types copied as they are).
+template <class T>
+void round_copy(const T* src, T* dst, std::size_t n) {
+    if constexpr (std::is_same_v<T, float>)
+        round_to_bf16(src, dst, n);
+    else
+        std::copy(src, src + n, dst);
+}
+
 /// The per-ISA kernels (isa/winograd_body.inc), called through the dispatchers below; with
 /// OAR_EXTERN_KERNELS (config.hpp) the dispatchers are only declared here and the oar::kernels
 /// library holds them (kernels/cpu/compiled.hpp).
@@ -92,10 +109,10 @@ template <class T>
 std::size_t winograd_images(std::size_t n);
 template <bool Relu, class T>
 void winograd_conv_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
-                         std::size_t n, const T* x, const T* w, const T* bias, T* y);
+                         std::size_t n, const T* x, const T* w, const T* bias, T* y, bool round_x = false);
 template <class T>
 void winograd_dw_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
-                       std::size_t n, const T* x, const T* dy, T* dw);
+                       std::size_t n, const T* x, const T* dy, T* dw, bool round_x = false, bool round_dy = false);
 #else
 
 /// Images per group (the SIMD lanes) at the active ISA: 16 (avx512), 8 (avx2), 4 (sse2) floats.
@@ -117,19 +134,20 @@ std::size_t winograd_images(std::size_t n) {
     OAR_ISA_DISPATCH(winograd_images<T>, n)
 }
 
-/// y (n, M, OH, OW) = conv(x, w) + bias, stride 1, K x K (K = 5 or 3), padding pad, at the active ISA.
+/// y (n, M, OH, OW) = conv(x, w) + bias, stride 1, K x K (K = 5 or 3), padding pad, at the active ISA;
+/// round_x: x read rounded to bf16 (round_operand).
 template <bool Relu, class T>
 void winograd_conv_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
-                         std::size_t n, const T* x, const T* w, const T* bias, T* y) {
-    OAR_ISA_DISPATCH(winograd_conv_batch<Relu>, K, C, H, W, pad, M, n, x, w, bias, y)
+                         std::size_t n, const T* x, const T* w, const T* bias, T* y, bool round_x = false) {
+    OAR_ISA_DISPATCH(winograd_conv_batch<Relu>, K, C, H, W, pad, M, n, x, w, bias, y, round_x)
 }
 
 /// dw (M, C, K, K) += the weight gradient of the stride-1 K x K convolution (K = 5 or 3), at the
-/// active ISA.
+/// active ISA; round_x, round_dy: that operand read rounded to bf16.
 template <class T>
 void winograd_dw_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
-                       std::size_t n, const T* x, const T* dy, T* dw) {
-    OAR_ISA_DISPATCH(winograd_dw_batch, K, C, H, W, pad, M, n, x, dy, dw)
+                       std::size_t n, const T* x, const T* dy, T* dw, bool round_x = false, bool round_dy = false) {
+    OAR_ISA_DISPATCH(winograd_dw_batch, K, C, H, W, pad, M, n, x, dy, dw, round_x, round_dy)
 }
 #endif  // OAR_EXTERN_KERNELS
 
