@@ -135,7 +135,7 @@ std::size_t winograd_images(std::size_t n) {
 }
 
 /// y (n, M, OH, OW) = conv(x, w) + bias, stride 1, K x K (K = 5 or 3), padding pad, at the active ISA;
-/// round_x: x read rounded to bf16 (round_operand).
+/// round_x: x read rounded to bf16 (round_to_bf16).
 template <bool Relu, class T>
 void winograd_conv_batch(std::size_t K, std::size_t C, std::size_t H, std::size_t W, std::size_t pad, std::size_t M,
                          std::size_t n, const T* x, const T* w, const T* bias, T* y, bool round_x = false) {
