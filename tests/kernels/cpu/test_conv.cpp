@@ -15,6 +15,7 @@
 #include <oar/core/bf16.hpp>         // round_to_bf16: the operands ConvGeometry::round_bf16 stands for
 
 #include <algorithm>  // std::max
+#include <bit>        // std::bit_cast: outputs compared bit for bit
 #include <cmath>    // std::abs
 #include <cstddef>  // std::size_t, std::ptrdiff_t
 #include <cstdint>  // std::uint64_t
@@ -597,6 +598,48 @@ TEST_CASE("round_bf16: the kernels read x and dy rounded to bf16, with the bits 
                     CHECK(db == rdb);
                     CHECK(dy_after == (relu ? rdy_after : dy0));  // the fused ReLU's dy: masked and rounded in place
                 }
+    });
+}
+
+TEST_CASE("round_bf16 on the values where rounding is easy to get wrong: Winograd's in-register rounding and the copies' give round_to_bf16's bits") {
+    // Ties (a low half of 0x8000 under an even and an odd bf16), carries into the exponent, the
+    // largest floats (rounding to infinity), infinities, subnormals, -0 and NaNs whose payload lies
+    // in the low half only (rounded without care they become infinities). Each value sits in its own
+    // channel of its own image, the other inputs zero, so every output is finite or carries its one
+    // NaN or infinity; compared bit for bit with the unflagged kernel on round_to_bf16's copies.
+    const std::uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u, 0x3fffffffu,
+                                      0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x7f800000u, 0xff800000u,
+                                      0x00000001u, 0x00008000u, 0x807fffffu, 0x80000000u, 0x7f800001u,
+                                      0xff800001u, 0x7fc00001u, 0x7f80ffffu, 0x3c01c000u, 0x00018000u};
+    constexpr std::size_t S = sizeof(specials) / sizeof(specials[0]);
+    auto bits_of = [](const std::vector<float>& v) {
+        std::vector<std::uint32_t> b(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<std::uint32_t>(v[i]);
+        return b;
+    };
+    oar_test::for_each_isa([&] {
+        const ConvCase cases[] = {
+            {{8, 6, 6, 3, 1, 1}, 8, 2 * S},  // Winograd F(4x4, 3x3): the values interleaved and rounded in registers
+            {{3, 6, 6, 3, 1, 1}, 8, 2 * S},  // direct: the sample's rounded copy
+        };
+        for (const auto& c : cases) {
+            oar::ConvGeometry g = c.g, rg = c.g;
+            rg.round_bf16 = true;
+            INFO(describe_conv(g));
+            const std::size_t in_size = g.channels * g.height * g.width, ny = c.n * c.out_c * g.col_cols();
+            std::vector<float> x(c.n * in_size, 0.0f);
+            for (std::size_t s = 0; s < c.n; ++s)  // sample s: special s % S at one pixel of channel s % C
+                x[s * in_size + (s % g.channels) * g.height * g.width + (s * 7) % (g.height * g.width)] =
+                    std::bit_cast<float>(specials[s % S]);
+            std::vector<float> w(c.out_c * g.col_rows(), 0.0f), b(c.out_c, 0.0f);
+            for (std::size_t i = 0; i < w.size(); ++i) w[i] = i % 5 == 0 ? 1.0f : 0.0f;  // exact products
+            auto rx = x;
+            oar::round_to_bf16(rx.data(), rx.data(), rx.size());
+            std::vector<float> y(ny), ry(ny);
+            oar::kernel<oar::op::conv2d_forward, oar::cpu>::run(rg, c.out_c, c.n, x.data(), w.data(), b.data(), y.data());
+            oar::kernel<oar::op::conv2d_forward, oar::cpu>::run(g, c.out_c, c.n, rx.data(), w.data(), b.data(), ry.data());
+            CHECK(bits_of(y) == bits_of(ry));
+        }
     });
 }
 
