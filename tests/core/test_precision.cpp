@@ -688,6 +688,21 @@ inline std::vector<float> rounded_copy(const std::vector<float>& v) {
     round_to_bf16(v.data(), r.data(), r.size());
     return r;
 }
+/// The bf16_mixed network of Seq on In (initialised with `seed`) against the fp32 one with its
+/// weights rounded, on the rounded x (n samples) and on the rounded output gradient (random, from
+/// dy_seed): the same bits in y, dx and every gradient.
+template <class Seq, class In>
+void check_rounded_network(const std::vector<float>& x, std::size_t n, std::uint64_t seed, std::uint64_t dy_seed) {
+    Network<Seq, In, cpu, bf16_mixed> h(seed);
+    Network<Seq, In, cpu, fp32> f(seed);
+    round_weights(f);
+    const auto dy = oar_test::random_vector<float>(n * decltype(h)::output_shape::dims.size(), dy_seed);
+    const TailRun rh(h, x, dy, n);
+    const TailRun rf(f, rounded_copy(x), rounded_copy(dy), n);
+    CHECK(same_bits(rh.y, rf.y));
+    CHECK(same_bits(rh.dx, rf.dx));
+    CHECK(same_bits(rh.grads, rf.grads));
+}
 }  // namespace precision_test
 
 TEST_CASE("bf16_mixed is the fp32 kernels on rounded operands, bit for bit, with a large batch rounded in chunks") {
@@ -704,40 +719,14 @@ TEST_CASE("bf16_mixed is the fp32 kernels on rounded operands, bit for bit, with
     const auto x = oar_test::random_vector<float>(N * C * H * H, 71);
     SUBCASE("Conv2D + ReLU (Winograd forward and input gradient)") {
         using Seq = Sequential<Conv2D<C, 8, 3, 1, 1>, ReLU, Flatten>;
-        Network<Seq, Shape<C, H, H>, cpu, bf16_mixed> h(3);
-        Network<Seq, Shape<C, H, H>, cpu, fp32> f(3);
-        static_assert(decltype(h)::fuses_relu(0));
-        round_weights(f);
-        const auto dy = oar_test::random_vector<float>(N * 8 * H * H, 72);
-        const TailRun rh(h, x, dy, N);
-        const TailRun rf(f, rounded_copy(x), rounded_copy(dy), N);
-        CHECK(same_bits(rh.y, rf.y));
-        CHECK(same_bits(rh.dx, rf.dx));
-        CHECK(same_bits(rh.grads, rf.grads));
+        static_assert(Network<Seq, Shape<C, H, H>, cpu, bf16_mixed>::fuses_relu(0));
+        check_rounded_network<Seq, Shape<C, H, H>>(x, N, 3, 72);
     }
     SUBCASE("Conv2D alone (its plain backward: Winograd's weight gradient and input gradient)") {
-        using Seq = Sequential<Conv2D<C, 8, 3, 1, 1>, Flatten>;
-        Network<Seq, Shape<C, H, H>, cpu, bf16_mixed> h(5);
-        Network<Seq, Shape<C, H, H>, cpu, fp32> f(5);
-        round_weights(f);
-        const auto dy = oar_test::random_vector<float>(N * 8 * H * H, 74);
-        const TailRun rh(h, x, dy, N);
-        const TailRun rf(f, rounded_copy(x), rounded_copy(dy), N);
-        CHECK(same_bits(rh.y, rf.y));
-        CHECK(same_bits(rh.dx, rf.dx));
-        CHECK(same_bits(rh.grads, rf.grads));
+        check_rounded_network<Sequential<Conv2D<C, 8, 3, 1, 1>, Flatten>, Shape<C, H, H>>(x, N, 5, 74);
     }
     SUBCASE("Conv2D, stride 2, alone (the phase layout's kernels)") {
-        using Seq = Sequential<Conv2D<C, 8, 3, 2, 1>, Flatten>;
-        Network<Seq, Shape<C, H, H>, cpu, bf16_mixed> h(6);
-        Network<Seq, Shape<C, H, H>, cpu, fp32> f(6);
-        round_weights(f);
-        const auto dy = oar_test::random_vector<float>(N * 8 * (H / 2) * (H / 2), 75);
-        const TailRun rh(h, x, dy, N);
-        const TailRun rf(f, rounded_copy(x), rounded_copy(dy), N);
-        CHECK(same_bits(rh.y, rf.y));
-        CHECK(same_bits(rh.dx, rf.dx));
-        CHECK(same_bits(rh.grads, rf.grads));
+        check_rounded_network<Sequential<Conv2D<C, 8, 3, 2, 1>, Flatten>, Shape<C, H, H>>(x, N, 6, 75);
     }
     SUBCASE("Linear") {
         using Seq = Sequential<Flatten, Linear<C * H * H, 10>>;

@@ -39,6 +39,14 @@ struct i32x8 {
     std::uint16_t h[16];
 };
 inline float bf(std::uint16_t h) { return oar::to_float(oar::bf16{h}); }
+// vdpbf16ps on `lanes` fp32 lanes: lane i adds the products of the bf16 pairs (2i + 1 first, then
+// 2i), each exact.
+inline void dpbf16(float* acc, const std::uint16_t* a, const std::uint16_t* b, int lanes) {
+    for (int i = 0; i < lanes; ++i) {
+        acc[i] = std::fma(bf(a[2 * i + 1]), bf(b[2 * i + 1]), acc[i]);
+        acc[i] = std::fma(bf(a[2 * i]), bf(b[2 * i]), acc[i]);
+    }
+}
 
 }  // namespace oar::cpu_detail::emu
 
@@ -64,12 +72,8 @@ inline __m512i _mm512_set1_epi32(std::int32_t x) {
     for (int i = 0; i < 16; ++i) std::memcpy(&r.h[2 * i], &x, 4);
     return r;
 }
-// vdpbf16ps: lane i adds the products of the bf16 pairs (2i + 1 first, then 2i), each exact.
 inline __m512 _mm512_dpbf16_ps(__m512 acc, __m512bh a, __m512bh b) {
-    for (int i = 0; i < 16; ++i) {
-        acc.f[i] = std::fma(bf(a.h[2 * i + 1]), bf(b.h[2 * i + 1]), acc.f[i]);
-        acc.f[i] = std::fma(bf(a.h[2 * i]), bf(b.h[2 * i]), acc.f[i]);
-    }
+    dpbf16(acc.f, a.h, b.h, 16);
     return acc;
 }
 inline __m512 _mm512_maskz_loadu_ps(__mmask16 m, const float* p) {
@@ -106,10 +110,7 @@ inline __m256i _mm512_castsi512_si256(__m512i a) {
     return r;
 }
 inline __m256 _mm256_dpbf16_ps(__m256 acc, __m256bh a, __m256bh b) {
-    for (int i = 0; i < 8; ++i) {
-        acc.f[i] = std::fma(bf(a.h[2 * i + 1]), bf(b.h[2 * i + 1]), acc.f[i]);
-        acc.f[i] = std::fma(bf(a.h[2 * i]), bf(b.h[2 * i]), acc.f[i]);
-    }
+    dpbf16(acc.f, a.h, b.h, 8);
     return acc;
 }
 inline void _mm256_storeu_ps(float* p, __m256 v) { std::memcpy(p, v.f, sizeof v.f); }

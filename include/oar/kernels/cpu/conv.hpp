@@ -34,9 +34,11 @@
 #include <algorithm>  // std::min, std::max, std::fill, std::copy
 #include <array>      // std::array: the weight-gradient and GEMM tiles by shape
 #include <cstddef>    // std::size_t
+#include <type_traits>  // std::is_same_v: rounds_bf16
 #include <utility>    // std::index_sequence
 
 #include "../../config.hpp"            // OAR_RESTRICT
+#include "../../core/bf16.hpp"         // round_to_bf16: round_copy
 #include "../../core/thread_pool.hpp"  // default_pool, ThreadPool
 #include "../dispatch.hpp"             // kernel, op::*
 #include "bias.hpp"                    // op::bias_add / bias_relu / bias_grad, cpu_detail::sum_run
@@ -179,6 +181,21 @@ inline constexpr std::size_t conv_dw_group(std::size_t P) {
 /// and its gap of 2*pad - K + 1 >= pad zeros still serves both edges.
 inline constexpr std::size_t conv_pitch(std::size_t width, std::size_t kernel, std::size_t pad) {
     return pad + 1 > kernel ? width + 2 * pad - kernel + 1 : width + pad;
+}
+
+/// Whether the batch kernels read x and dy rounded to bf16 (ConvGeometry::round_bf16; floats only).
+template <class T>
+constexpr bool rounds_bf16(const ConvGeometry& g) {
+    return std::is_same_v<T, float> && g.round_bf16;
+}
+/// dst[0, n) = src[0, n) rounded to bf16 (dst == src allowed): the operands the batch kernels read
+/// where rounds_bf16, in their own copies. Other types are copied as they are (never in place).
+template <class T>
+void round_copy(const T* src, T* dst, std::size_t n) {
+    if constexpr (std::is_same_v<T, float>)
+        round_to_bf16(src, dst, n);
+    else
+        std::copy(src, src + n, dst);
 }
 
 /// What conv2d_forward_batch calls after each sample s's output is written: fn(ctx, s), nothing

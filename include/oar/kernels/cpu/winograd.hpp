@@ -25,7 +25,7 @@
 // tests/kernels/cpu/test_winograd.cpp holds it to the direct convolution in double.
 #pragma once
 
-#include <algorithm>    // std::min, std::fill, std::copy
+#include <algorithm>    // std::min, std::fill
 #include <array>        // std::array: the micro-tiles by shape
 #include <cstddef>      // std::size_t
 #include <type_traits>  // std::is_same_v
@@ -71,22 +71,6 @@ template <class T>
 bool winograd_dw_applies(std::size_t C, std::size_t M, std::size_t kernel, std::size_t stride,
                          std::size_t out_width) {
     return kernel == 3 && out_width >= 29 && winograd_applies<T>(C, M, kernel, stride);
-}
-
-/// v[0, n) rounded to bf16 in place when round (bf16 mixed precision's operands, read by the fp32
-/// kernels as they copy them into their own layouts: ConvGeometry::round_bf16); float only.
-template <class T>
-void round_operand(T* v, std::size_t n, bool round) {
-    if constexpr (std::is_same_v<T, float>)
-        if (round) round_to_bf16(v, v, n);
-}
-/// dst[0, n) = src[0, n) rounded to bf16 (floats; other types copied as they are).
-template <class T>
-void round_copy(const T* src, T* dst, std::size_t n) {
-    if constexpr (std::is_same_v<T, float>)
-        round_to_bf16(src, dst, n);
-    else
-        std::copy(src, src + n, dst);
 }
 
 /// The per-ISA kernels (isa/winograd_body.inc), called through the dispatchers below; with
