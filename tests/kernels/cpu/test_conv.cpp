@@ -531,8 +531,9 @@ TEST_CASE("conv2d backward without dw (bf16_mixed computes it apart): dx, db and
 
 TEST_CASE("round_bf16: the kernels read x and dy rounded to bf16, with the bits of the same kernels on rounded copies, on every path") {
     // bf16 mixed precision's Conv2D sets ConvGeometry::round_bf16 instead of rounding whole batches
-    // into copies: the kernels round a sample's or a group's x and dy, or as Winograd interleaves
-    // them. Forward (plain, fused ReLU), backward (plain, fused ReLU: dy masked and rounded in place),
+    // into copies: the kernels round x and dy in the copies they make (padded, phase, pitched,
+    // transposed, Winograd's interleave), and a sample's or a group's where a GEMM reads them as
+    // they lie. Forward (plain, fused ReLU), backward (plain, fused ReLU: dy masked and rounded in place),
     // with and without dw and db: every output with the bits of the unflagged kernel on rounded x and
     // dy, the weights rounded by the caller in both.
     oar_test::for_each_isa([&] {
@@ -543,8 +544,10 @@ TEST_CASE("round_bf16: the kernels read x and dy rounded to bf16, with the bits 
             {{16, 32, 32, 3, 1, 1}, 16, 5},        // Winograd's weight gradient
             {{3, 11, 11, 3, 1, 0}, 32, 6},         // direct stride 1 under 8 channels
             {{9, 7, 6, 3, 2, 1}, 4, 7},            // stride 2: the phase layout
+            {{16, 32, 32, 3, 2, 1}, 8, 3},         // stride 2 on rows wide enough for copy_phases' vector steps
             {{8, 6, 6, 1, 1, 0}, 5, 3},            // pointwise: a GEMM per sample
             {{4, 8, 8, 1, 2, 0}, 6, 3},            // strided 1x1
+            {{8, 32, 32, 1, 2, 0}, 8, 2},          // strided 1x1, vector steps
             {{3, 10, 9, 3, 1, 1, 5, 1, 2}, 6, 3},  // not square: im2col / im2row + GEMM
         };
         for (const auto& c : cases)
@@ -620,7 +623,8 @@ TEST_CASE("round_bf16 on the values where rounding is easy to get wrong: Winogra
     oar_test::for_each_isa([&] {
         const ConvCase cases[] = {
             {{8, 6, 6, 3, 1, 1}, 8, 2 * S},  // Winograd F(4x4, 3x3): the values interleaved and rounded in registers
-            {{3, 6, 6, 3, 1, 1}, 8, 2 * S},  // direct: the sample's rounded copy
+            {{3, 6, 6, 3, 1, 1}, 8, 2 * S},  // direct: rounded in the padded copy
+            {{3, 34, 34, 3, 2, 1}, 8, 2 * S},  // stride 2: rounded in copy_phases' vector steps and its tail
         };
         for (const auto& c : cases) {
             oar::ConvGeometry g = c.g, rg = c.g;

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstddef>  // std::size_t
+#include <type_traits>  // std::is_same_v: sum_run<true>
 
 #include "../../config.hpp"     // OAR_RESTRICT
+#include "../../core/bf16.hpp"  // round_to_bf16: sum_run<true>
 #include "../../core/simd.hpp"  // xsimd::batch, select, hadd
 #include "../dispatch.hpp"      // kernel, op::bias_*
 #include "elementwise.hpp"      // SimdFunctor: op::bias_map's functor
@@ -151,24 +153,40 @@ struct kernel<op::bias_map, basic_cpu<T>> {
 namespace cpu_detail {
 /// p[0] + ... + p[n-1] in a fixed order: four SIMD accumulators over whole vectors (one chain of
 /// dependent adds would be latency-bound), combined, summed across lanes, then the scalar tail.
-template <class T>
+/// Round (floats): each p[i] read as round_to_bf16(p[i]), the bits of the sum of a rounded copy.
+template <bool Round = false, class T>
 T sum_run(const T* p, std::size_t n) {
     using V = xsimd::batch<T>;
     constexpr std::size_t W = V::size;
+    static_assert(!Round || std::is_same_v<T, float>, "oar: sum_run rounds floats to bf16 only");
+    auto load = [](const T* q) {
+        if constexpr (Round) {
+            alignas(64) T r[W];
+            round_to_bf16(q, r, W);
+            return V::load_aligned(r);
+        } else {
+            return V::load_unaligned(q);
+        }
+    };
     std::size_t i = 0;
     T s = T(0);
     if (n >= 4 * W) {
         V a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
         for (; i + 4 * W <= n; i += 4 * W) {
-            a0 += V::load_unaligned(p + i);
-            a1 += V::load_unaligned(p + i + W);
-            a2 += V::load_unaligned(p + i + 2 * W);
-            a3 += V::load_unaligned(p + i + 3 * W);
+            a0 += load(p + i);
+            a1 += load(p + i + W);
+            a2 += load(p + i + 2 * W);
+            a3 += load(p + i + 3 * W);
         }
-        for (; i + W <= n; i += W) a0 += V::load_unaligned(p + i);
+        for (; i + W <= n; i += W) a0 += load(p + i);
         s = xsimd::hadd((a0 + a1) + (a2 + a3));
     }
-    for (; i < n; ++i) s += p[i];
+    for (; i < n; ++i) {
+        if constexpr (Round)
+            s += round_to_bf16(p[i]);
+        else
+            s += p[i];
+    }
     return s;
 }
 }  // namespace cpu_detail
