@@ -198,46 +198,114 @@ OAR_HOST_DEVICE void batch_norm_fold_channel(std::size_t c, const T* gamma, cons
                       scale[c], shift[c]);
 }
 
+/// The training forward's bookkeeping for channel c's batch mean and biased variance over m values:
+/// kept as stats[c] and stats[channels + c] where stats is given (for the backward), and folded into
+/// the running statistics (running = momentum * running + (1 - momentum) * batch, the variance
+/// unbiased, as PyTorch keeps it).
+template <class T>
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_keep(std::size_t channels, std::size_t c, double m, double mean,
+                                                       double var, float momentum, T* running_mean, T* running_var,
+                                                       double* stats) {
+    if (stats) {
+        stats[c] = mean;
+        stats[channels + c] = var;
+    }
+    const double mu = static_cast<double>(momentum);
+    running_mean[c] = static_cast<T>(mu * static_cast<double>(running_mean[c]) + (1.0 - mu) * mean);
+    const double unbiased = m > 1.0 ? var * m / (m - 1.0) : var;
+    running_var[c] = static_cast<T>(mu * static_cast<double>(running_var[c]) + (1.0 - mu) * unbiased);
+}
+
+/// One row of BatchNorm's output: q[i] = p[i] * scale + shift, with `relu` clamped at 0 (relu_fn's
+/// max(value, 0) of the same value).
+template <class T>
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_row(const T* p, T* q, std::size_t inner, T scale, T shift, bool relu) {
+    if (relu) {
+        for (std::size_t i = 0; i < inner; ++i) {
+            const T v = p[i] * scale + shift;
+            q[i] = v < T(0) ? T(0) : v;
+        }
+    } else {
+        for (std::size_t i = 0; i < inner; ++i) q[i] = p[i] * scale + shift;
+    }
+}
+
 /// BatchNorm's forward of channel c of x (n, channels, inner) into y: (x - mean) / sqrt(var + eps)
-/// * gamma + beta, with the batch's statistics in training (then running = momentum * running +
-/// (1 - momentum) * batch, the variance unbiased) and the running ones in evaluation. With `relu`,
-/// a ReLU after it in the same pass: y = relu_fn's max(value, 0) of the same value, so the bits of
-/// the two layers one after the other. With `stats` in training: the batch's mean and biased
-/// variance kept as stats[c] and stats[channels + c], for the backward to read (batch_norm_backward_channel).
+/// * gamma + beta, with the batch's statistics in training (then batch_norm_keep) and the running
+/// ones in evaluation. With `relu`, a ReLU after it in the same pass: the bits of the two layers
+/// one after the other. With `stats` in training: the batch's mean and biased variance kept as
+/// stats[c] and stats[channels + c], for the backward to read (batch_norm_backward_channel).
 template <class T>
 OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_forward_channel(std::size_t n, std::size_t channels, std::size_t inner, std::size_t c,
                                                 const T* x, const T* gamma, const T* beta, T* running_mean,
                                                 T* running_var, bool train, float momentum, float eps, T* y,
                                                 bool relu = false, double* stats = nullptr) {
-    const double m = static_cast<double>(n * inner);
     double mean = 0.0, var = 0.0;
     if (train) {
         batch_norm_stats(x, n, channels, inner, c, mean, var);
-        if (stats) {
-            stats[c] = mean;
-            stats[channels + c] = var;
-        }
-        const double mu = static_cast<double>(momentum);
-        running_mean[c] = static_cast<T>(mu * static_cast<double>(running_mean[c]) + (1.0 - mu) * mean);
-        const double unbiased = m > 1.0 ? var * m / (m - 1.0) : var;
-        running_var[c] = static_cast<T>(mu * static_cast<double>(running_var[c]) + (1.0 - mu) * unbiased);
+        batch_norm_keep(channels, c, static_cast<double>(n * inner), mean, var, momentum, running_mean, running_var,
+                        stats);
     } else {
         mean = static_cast<double>(running_mean[c]);
         var = static_cast<double>(running_var[c]);
     }
     T scale, shift;
     batch_norm_affine(mean, var, gamma[c], beta[c], eps, scale, shift);
-    for (std::size_t b = 0; b < n; ++b) {
-        const T* p = x + (b * channels + c) * inner;
-        T* q = y + (b * channels + c) * inner;
-        if (relu) {
-            for (std::size_t i = 0; i < inner; ++i) {
-                const T v = p[i] * scale + shift;
-                q[i] = v < T(0) ? T(0) : v;
-            }
-        } else {
-            for (std::size_t i = 0; i < inner; ++i) q[i] = p[i] * scale + shift;
+    for (std::size_t b = 0; b < n; ++b)
+        batch_norm_row(x + (b * channels + c) * inner, y + (b * channels + c) * inner, inner, scale, shift, relu);
+}
+
+/// A ReLU's backward on one row of its output gradient, in place: g[i] = r[i] > 0 ? g[i] : 0 (r:
+/// the ReLU's output, > 0 exactly where its input was).
+template <class T>
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_mask_row(const T* r, T* g, std::size_t inner) {
+    for (std::size_t i = 0; i < inner; ++i) g[i] = r[i] > T(0) ? g[i] : T(0);
+}
+
+/// The backward's sums over one row of x (p) and dy (g), into the lanes: sg += dy, sgd += dy * (x -
+/// mean), and (WithVar) q += (x - mean)^2, the training variance's squared deviations.
+template <bool WithVar, class T>
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_grad_sums(const T* p, const T* g, std::size_t inner, double mean,
+                                                            double* q, double* sg, double* sgd) {
+    batch_norm_lane_each(inner, [&](std::size_t i, std::size_t j) {
+        const double d = static_cast<double>(p[i]) - mean, gd = static_cast<double>(g[i]);
+        if constexpr (WithVar) q[j] += d * d;
+        sg[j] += gd;
+        sgd[j] += gd * d;
+    });
+}
+
+/// What the backward's input gradient needs of channel c once its sums are in: dx = k * (dy - mdy -
+/// (x - mean) * invstd * mdyx) in training, k * dy in evaluation (k = gamma / std).
+struct batch_norm_grad_terms {
+    double mean, invstd, k, mdy, mdyx;
+};
+
+/// Channel c's parameter gradients from its lanes (sg: dy, sgd: dy * (x - mean)) over m values with
+/// variance var: dgamma[c] += sum(dy * xhat), dbeta[c] += sum(dy); returns the input gradient's terms.
+template <class T>
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE batch_norm_grad_terms batch_norm_grad_finish(std::size_t c, double m, double mean,
+                                                                              double var, float eps, const T* gamma,
+                                                                              double* sg, double* sgd, T* dgamma,
+                                                                              T* dbeta) {
+    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    const double sdy = batch_norm_lane_total(sg), sdyx = batch_norm_lane_total(sgd) * invstd;
+    dgamma[c] += static_cast<T>(sdyx);
+    dbeta[c] += static_cast<T>(sdy);
+    return {mean, invstd, static_cast<double>(gamma[c]) * invstd, sdy / m, sdyx / m};
+}
+
+/// One row of the input gradient from x (p) and dy (g) (batch_norm_grad_terms).
+template <class T>
+OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_dx_row(const T* p, const T* g, T* d, std::size_t inner, bool train,
+                                                         const batch_norm_grad_terms& t) {
+    if (train) {
+        for (std::size_t i = 0; i < inner; ++i) {
+            const double xhat = (static_cast<double>(p[i]) - t.mean) * t.invstd;
+            d[i] = static_cast<T>(t.k * (static_cast<double>(g[i]) - t.mdy - xhat * t.mdyx));
         }
+    } else {
+        for (std::size_t i = 0; i < inner; ++i) d[i] = static_cast<T>(t.k * static_cast<double>(g[i]));
     }
 }
 
@@ -273,47 +341,25 @@ OAR_HOST_DEVICE OAR_ALWAYS_INLINE void batch_norm_backward_channel(std::size_t n
     }
     // q: squared deviations (training's variance, unless kept); sg: dy; sgd: dy * (x - mean).
     double q[L] = {}, sg[L] = {}, sgd[L] = {};
-    auto sums = [&](auto with_var) {
-        for (std::size_t b = 0; b < n; ++b) {
-            const T* p = x + (b * channels + c) * inner;
-            const T* g = dy + (b * channels + c) * inner;
-            if (relu_y) {  // the sample's row masked in place just before the sums read it (still in cache)
-                const T* r = relu_y + (b * channels + c) * inner;
-                T* gm = dy_masked + (b * channels + c) * inner;
-                for (std::size_t i = 0; i < inner; ++i) gm[i] = r[i] > T(0) ? gm[i] : T(0);
-                g = gm;
-            }
-            batch_norm_lane_each(inner, [&](std::size_t i, std::size_t j) {
-                const double d = static_cast<double>(p[i]) - mean, gd = static_cast<double>(g[i]);
-                if constexpr (decltype(with_var)::value) q[j] += d * d;
-                sg[j] += gd;
-                sgd[j] += gd * d;
-            });
+    for (std::size_t b = 0; b < n; ++b) {
+        const std::size_t row = (b * channels + c) * inner;
+        const T* g = dy + row;
+        if (relu_y) {  // the sample's row masked in place just before the sums read it (still in cache)
+            batch_norm_mask_row(relu_y + row, dy_masked + row, inner);
+            g = dy_masked + row;
         }
-    };
-    if (kept) sums(std::false_type{});
-    else sums(std::true_type{});
+        if (kept)
+            batch_norm_grad_sums<false>(x + row, g, inner, mean, q, sg, sgd);
+        else
+            batch_norm_grad_sums<true>(x + row, g, inner, mean, q, sg, sgd);
+    }
     if (relu_y) dy = dy_masked;
     const double var = kept ? stats[channels + c] : train ? batch_norm_lane_total(q) / m : static_cast<double>(running_var[c]);
-    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
-    const double sdy = batch_norm_lane_total(sg), sdyx = batch_norm_lane_total(sgd) * invstd;
-    dgamma[c] += static_cast<T>(sdyx);
-    dbeta[c] += static_cast<T>(sdy);
+    const batch_norm_grad_terms t = batch_norm_grad_finish(c, m, mean, var, eps, gamma, sg, sgd, dgamma, dbeta);
     if (!dx) return;
-    const double k = static_cast<double>(gamma[c]) * invstd;
-    const double mdy = sdy / m, mdyx = sdyx / m;
     for (std::size_t b = 0; b < n; ++b) {
-        const T* p = x + (b * channels + c) * inner;
-        const T* g = dy + (b * channels + c) * inner;
-        T* d = dx + (b * channels + c) * inner;
-        if (train) {
-            for (std::size_t i = 0; i < inner; ++i) {
-                const double xhat = (static_cast<double>(p[i]) - mean) * invstd;
-                d[i] = static_cast<T>(k * (static_cast<double>(g[i]) - mdy - xhat * mdyx));
-            }
-        } else {
-            for (std::size_t i = 0; i < inner; ++i) d[i] = static_cast<T>(k * static_cast<double>(g[i]));
-        }
+        const std::size_t row = (b * channels + c) * inner;
+        batch_norm_dx_row(x + row, dy + row, dx + row, inner, train, t);
     }
 }
 

@@ -1,6 +1,7 @@
 // Tests of oar/kernels/cpu/batch_norm.hpp: the forward (training and evaluation), the backward and
 // the fold on every ISA this machine has, against BatchNorm's formulas written out here in long
 // double; a tensor large enough to be split by channel over the pool gives the bits of one thread;
+// every channel has the bits it has alone (the loops walk blocks of channels sample by sample);
 // the fold's scale and shift are the evaluation forward's; the fused BatchNorm + ReLU kernels give
 // the bits of the unfused ones; the backward with the statistics the forward kept has the bits of the
 // one that sums them again.
@@ -141,6 +142,91 @@ TEST_CASE("BatchNorm's CPU kernels split by channel over the pool give the bits 
     oar::set_num_threads(threads);
     CHECK(one == two);
     CHECK(one == three);
+}
+
+namespace {
+
+/// The outputs of a training or evaluation forward and backward (relu: the fused BatchNorm + ReLU
+/// kernels; kept: the backward reads the forward's statistics) of channels [c, c + count) of k,
+/// run on those channels alone when alone, else on the whole tensor (the others then dropped).
+struct BnOutputs {
+    std::vector<float> y, dx, dy, rm, rv, dg, db;
+    std::vector<double> stats;
+    bool operator==(const BnOutputs&) const = default;
+};
+BnOutputs run_bn(const BnCase<float>& k, std::size_t c, bool alone, bool train, bool relu, bool kept) {
+    const std::size_t C = alone ? 1 : k.channels, c0 = alone ? 0 : c, n = k.n, inner = k.inner;
+    std::vector<float> x(n * C * inner), dy(x.size()), gamma(C), beta(C), rm(C), rv(C);
+    for (std::size_t j = 0; j < C; ++j) {
+        const std::size_t from = alone ? c : j;
+        gamma[j] = k.gamma[from];
+        beta[j] = k.beta[from];
+        rm[j] = 0.1f * static_cast<float>(from);
+        rv[j] = 1.0f + 0.5f * static_cast<float>(from);
+        for (std::size_t b = 0; b < n; ++b)
+            for (std::size_t i = 0; i < inner; ++i) {
+                x[(b * C + j) * inner + i] = k.x[k.at(b, from, i)];
+                dy[(b * C + j) * inner + i] = k.dy[k.at(b, from, i)];
+            }
+    }
+    const auto rm0 = rm, rv0 = rv;
+    std::vector<float> y(x.size()), dx(x.size()), dg(C, 0.25f), db(C, -0.25f);
+    std::vector<double> stats(2 * C, -1.0);
+    double* st = train && kept ? stats.data() : nullptr;
+    if (relu) {
+        oar::kernel<oar::op::batch_norm_forward_relu, oar::cpu>::run(n, C, inner, x.data(), gamma.data(), beta.data(),
+                                                                     rm.data(), rv.data(), train, 0.9f, 1e-5f, y.data(), st);
+        oar::kernel<oar::op::batch_norm_backward_relu, oar::cpu>::run(n, C, inner, x.data(), gamma.data(), rm0.data(),
+                                                                      rv0.data(), train, 1e-5f, y.data(), dy.data(),
+                                                                      dg.data(), db.data(), dx.data(), st);
+    } else {
+        oar::kernel<oar::op::batch_norm_forward, oar::cpu>::run(n, C, inner, x.data(), gamma.data(), beta.data(),
+                                                                rm.data(), rv.data(), train, 0.9f, 1e-5f, y.data(), st);
+        oar::kernel<oar::op::batch_norm_backward, oar::cpu>::run(n, C, inner, x.data(), gamma.data(), rm0.data(),
+                                                                 rv0.data(), train, 1e-5f, dy.data(), dg.data(),
+                                                                 db.data(), dx.data(), st);
+    }
+    BnOutputs out;  // channel c0 of each
+    for (std::size_t b = 0; b < n; ++b)
+        for (std::size_t i = 0; i < inner; ++i) {
+            const std::size_t at = (b * C + c0) * inner + i;
+            out.y.push_back(y[at]);
+            out.dx.push_back(dx[at]);
+            out.dy.push_back(dy[at]);
+        }
+    out.rm = {rm[c0]};
+    out.rv = {rv[c0]};
+    out.dg = {dg[c0]};
+    out.db = {db[c0]};
+    out.stats = {stats[c0], stats[C + c0]};
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm's CPU kernels walk the samples over blocks of channels: each channel has the bits it has alone") {
+    // The loops take a block of channels' rows of one sample before the next sample's; every
+    // channel's sums must still see its own values in the order of a tensor of that channel alone.
+    // 70 channels: a block of 64 and one of 6; 130 of BatchNorm1D's rows: three blocks; 3 channels
+    // of 1030: split over the pool.
+    const std::size_t threads = oar::default_pool().size();
+    oar_test::for_each_isa([] {
+        for (const std::size_t t : {1, 2}) {
+            oar::set_num_threads(t);
+            for (const auto& k : {BnCase<float>(5, 70, 7), BnCase<float>(3, 130, 1), BnCase<float>(4, 3, 1030)})
+                for (const bool train : {true, false})
+                    for (const bool relu : {false, true})
+                        for (const bool kept : {false, true}) {
+                            std::size_t bad = 0;
+                            for (std::size_t c = 0; c < k.channels; ++c)
+                                bad += !(run_bn(k, c, false, train, relu, kept) == run_bn(k, c, true, train, relu, kept));
+                            INFO("n=" << k.n << " channels=" << k.channels << " inner=" << k.inner << " threads=" << t
+                                      << " train=" << train << " relu=" << relu << " kept=" << kept);
+                            CHECK(bad == 0);
+                        }
+        }
+    });
+    oar::set_num_threads(threads);
 }
 
 TEST_CASE("BatchNorm's fold gives the evaluation forward's scale and shift on every ISA") {

@@ -1,6 +1,6 @@
 // CPU kernels for batch normalisation over (n, channels, inner) tensors (BatchNorm1D: inner = 1 or
-// L; BatchNorm2D: inner = H*W): one channel at a time by the bodies every backend shares
-// (rows.hpp: batch_norm_forward_channel / batch_norm_backward_channel). Per channel, statistics are
+// L; BatchNorm2D: inner = H*W), from the row bodies every backend shares (rows.hpp: the lanes'
+// sums, batch_norm_row, batch_norm_grad_sums, batch_norm_dx_row). Per channel, statistics are
 // summed in double in a fixed order: rows::batch_norm_lanes partial sums added in a fixed tree, the
 // same on every backend, ISA and thread count. The training forward can keep each channel's mean
 // and variance (a `stats` array of 2 * channels doubles) for the backward to read instead of summing
@@ -8,14 +8,17 @@
 // The channel loops are compiled for AVX-512, AVX2 and SSE2 whatever the user's -march
 // (isa/batch_norm_body.inc in isa/region.inc) and run on the best ISA the CPU has; large tensors
 // are split by channel over the default pool (each channel's arithmetic is the same whichever
-// thread runs it: the bits do not depend on the thread count).
+// thread runs it: the bits do not depend on the thread count). The CPU loops walk the tensor sample
+// by sample over a block of channels (each sample's rows of them one run in memory), the sums of
+// each channel in the same order as one channel at a time: the same bits.
 #pragma once
 
+#include <algorithm>  // std::min, std::fill
 #include <cstddef>  // std::size_t
 
 #include "../../core/thread_pool.hpp"  // default_pool, ThreadPool: channels in parallel
 #include "../dispatch.hpp"             // kernel, op::batch_norm_*
-#include "../rows.hpp"                 // rows::batch_norm_forward_channel / batch_norm_backward_channel
+#include "../rows.hpp"                 // rows::batch_norm_*: the lanes' sums and the row bodies
 #include "isa/dispatch.hpp"            // OAR_ISA_DISPATCH
 
 // The channel loops, once per ISA (isa/region.inc): isa_<name>::batch_norm_forward_channels,
@@ -69,14 +72,17 @@ void batch_norm_fold_channels(std::size_t channels, const T* gamma, const T* bet
 }
 #endif  // OAR_EXTERN_KERNELS
 
-/// f(c0, c1) over the channels: one task per channel on the default pool when the tensor has at
-/// least batch_norm_parallel_min values (below, the tasks' hand-off costs more than they save) and
-/// this is not already a pool task; else f(0, channels) here.
+/// f(c0, c1) over the channels: split into one contiguous range per pool thread when the tensor
+/// has at least batch_norm_parallel_min values (below, the tasks' hand-off costs more than they
+/// save) and this is not already a pool task; else f(0, channels) here. Contiguous ranges keep
+/// each sample's rows of a task's channels one run in memory (batch_norm_body.inc).
 inline constexpr std::size_t batch_norm_parallel_min = std::size_t{1} << 14;
 template <class F>
 void batch_norm_channels(std::size_t n, std::size_t channels, std::size_t inner, F&& f) {
-    if (channels > 1 && n * channels * inner >= batch_norm_parallel_min && !ThreadPool::in_task())
-        default_pool().parallel_for(channels, [&](std::size_t c) { f(c, c + 1); });
+    ThreadPool& pool = default_pool();
+    const std::size_t parts = std::min(channels, pool.size());
+    if (parts > 1 && n * channels * inner >= batch_norm_parallel_min && !ThreadPool::in_task())
+        pool.parallel_for(parts, [&](std::size_t p) { f(channels * p / parts, channels * (p + 1) / parts); });
     else
         f(std::size_t{0}, channels);
 }
