@@ -230,7 +230,7 @@ private:
     static constexpr std::size_t out_size(Dims in) { return output_dims(in).size(); }
     /// Whether the bf16 route runs: the policy set it (Context::mixed_conv_forward), the switch is on
     /// (conv_bf16_units, core/precision.hpp) and the active ISA has bf16 product units (AVX512-BF16 or
-    /// AMX); otherwise the fp32 kernels on rounded copies.
+    /// AMX); otherwise the fp32 kernels reading rounded operands (rounding_geometry).
     template <class C>
     static bool bf16_units(const C& ctx) {
         const cpu_isa isa = active_cpu_isa();

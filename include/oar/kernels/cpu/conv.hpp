@@ -188,8 +188,10 @@ template <class T>
 constexpr bool rounds_bf16(const ConvGeometry& g) {
     return std::is_same_v<T, float> && g.round_bf16;
 }
-/// dst[0, n) = src[0, n) rounded to bf16 (dst == src allowed): the operands the batch kernels read
-/// where rounds_bf16, in their own copies. Other types are copied as they are (never in place).
+/// dst[0, n) = src[0, n) rounded to bf16 (dst == src allowed): where rounds_bf16, the operands of
+/// the paths whose GEMMs read them as they lie (pointwise, im2row, im2col), and a fused ReLU's dy in
+/// place; the other paths round in the copies they make anyway (conv_body.inc: copy_run). Other
+/// types are copied as they are (never in place).
 template <class T>
 void round_copy(const T* src, T* dst, std::size_t n) {
     if constexpr (std::is_same_v<T, float>)

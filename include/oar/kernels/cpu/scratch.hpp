@@ -23,8 +23,8 @@ enum class scratch_slot {
     conv_dw_dy,      // conv weight gradient: dy on the padded pitch
     conv_db,         // conv backward: per-sample bias sums
     conv_wpack,      // conv: weights packed once per call
-    conv_round_x,    // conv: a sample's or a group's x rounded to bf16 (ConvGeometry::round_bf16)
-    conv_round_dy,   // conv backward: a group's dy rounded to bf16
+    conv_round_x,    // conv: a sample's or a group's x rounded to bf16 for a GEMM that reads it as it lies
+    conv_round_dy,   // conv backward: a group's dy rounded to bf16, likewise
     wino_u,          // Winograd: transformed weights
     wino_in,         // Winograd: interleaved input tiles
     wino_v,          // Winograd: transformed input tiles
