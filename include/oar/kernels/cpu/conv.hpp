@@ -38,7 +38,7 @@
 #include <utility>    // std::index_sequence
 
 #include "../../config.hpp"            // OAR_RESTRICT
-#include "../../core/bf16.hpp"         // round_to_bf16: round_copy
+#include "../../core/bf16.hpp"         // round_to_bf16: conv_body.inc's rounded copies
 #include "../../core/thread_pool.hpp"  // default_pool, ThreadPool
 #include "../dispatch.hpp"             // kernel, op::*
 #include "bias.hpp"                    // op::bias_add / bias_relu / bias_grad, cpu_detail::sum_run
@@ -187,17 +187,6 @@ inline constexpr std::size_t conv_pitch(std::size_t width, std::size_t kernel, s
 template <class T>
 constexpr bool rounds_bf16(const ConvGeometry& g) {
     return std::is_same_v<T, float> && g.round_bf16;
-}
-/// dst[0, n) = src[0, n) rounded to bf16 (dst == src allowed): where rounds_bf16, the operands of
-/// the paths whose GEMMs read them as they lie (pointwise, im2row, im2col), and a fused ReLU's dy in
-/// place; the other paths round in the copies they make anyway (conv_body.inc: copy_run). Other
-/// types are copied as they are (never in place).
-template <class T>
-void round_copy(const T* src, T* dst, std::size_t n) {
-    if constexpr (std::is_same_v<T, float>)
-        round_to_bf16(src, dst, n);
-    else
-        std::copy(src, src + n, dst);
 }
 
 /// What conv2d_forward_batch calls after each sample s's output is written: fn(ctx, s), nothing
