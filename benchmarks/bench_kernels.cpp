@@ -3,10 +3,10 @@
 // build found it, and the bf16 GEMM on the path this CPU's ISA picks), every conv/pool/activation layer of the course's CNN forward and backward,
 // fused softmax-cross-entropy, the Adam step, and whole training steps of the CNN and the MLP.
 // Each reports GFLOP/s (a multiply-add counts 2; the memory-bound rows count their arithmetic as
-// stated there) and `of_peak`, the fraction of the machine's nominal FMA peak: threads x the active
-// ISA's float lanes (16 AVX-512, 8 AVX2, 4 SSE2) x 2 FMA units x 2 FLOPs x the clock, the clock
-// calibrated by the FMA probe (thread_peak_flops; /proc/cpuinfo's "cpu MHz" when it cannot run);
-// the run prints that assumption first, and the peak_fma row the probe's measured rate beside it.
+// stated there) and `of_peak`, the fraction of the machine's FMA peak: threads x the FMA probe's
+// rate at the active ISA's vector width and instructions (16 float lanes AVX-512, 8 AVX2, 4 SSE2;
+// thread_peak_flops; /proc/cpuinfo's "cpu MHz" x lanes x 2 FMA units x 2 FLOPs when it cannot run);
+// the run prints that peak first, and the peak_fma row the probe's measured rate beside it.
 // `of_peak_cpu` is the same FLOPs over the process's CPU time against one thread's peak: what a
 // machine shared with other work distorts least. Threads: the pool's (OAR_NUM_THREADS sets them,
 // and OpenBLAS gets the same count). Times and rates are wall-clock (UseRealTime): the pool's
@@ -28,6 +28,9 @@
 #include <cstdint>  // std::int64_t
 #include <string>   // std::string: registered benchmark names
 #include <vector>   // std::vector
+#if OAR_ISA_X86
+#include <immintrin.h>  // the FMA probe at each x86 ISA's width (target attributes)
+#endif
 
 #if OAR_BENCH_OPENBLAS
 extern "C" {  // OpenBLAS's CBLAS entry points (declared here: Debian's cblas.h is an alternative)
@@ -41,8 +44,78 @@ namespace {
 
 using namespace oar;
 
-/// FMA throughput of one thread: 12 independent accumulator chains of SIMD FMAs.
+/// FMA throughput of one thread: 12 independent accumulator chains of SIMD FMAs, at the vector width
+/// and instructions of the ISA the kernels run on (active_vector_isa: OAR_ISA can lower it), so
+/// that the peak is that ISA's on this core: a core that splits 512-bit FMAs into two 256-bit
+/// halves has the same peak for AVX2 and AVX-512, one with two 512-bit units twice AVX2's. SSE2 has
+/// no FMA instruction: its kernels multiply and add, and so does its probe. Returns a sum of the
+/// chains (kept, so the loop is not dropped); isa_lanes() floats per vector.
+#if OAR_ISA_X86
+__attribute__((target("avx512f"))) double fma_probe_avx512(std::size_t iters, float seed) {
+    __m512 acc[12];
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(seed + float(i));
+    const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+    for (std::size_t it = 0; it < iters; ++it)
+        for (auto& x : acc) x = _mm512_fmadd_ps(x, m, a);
+    alignas(64) float lanes[16];
+    __m512 s = acc[0];
+    for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+    _mm512_store_ps(lanes, s);
+    double sum = 0;
+    for (float v : lanes) sum += v;
+    return sum;
+}
+__attribute__((target("avx2,fma"))) double fma_probe_avx2(std::size_t iters, float seed) {
+    __m256 acc[12];
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(seed + float(i));
+    const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+    for (std::size_t it = 0; it < iters; ++it)
+        for (auto& x : acc) x = _mm256_fmadd_ps(x, m, a);
+    alignas(32) float lanes[8];
+    __m256 s = acc[0];
+    for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+    _mm256_store_ps(lanes, s);
+    double sum = 0;
+    for (float v : lanes) sum += v;
+    return sum;
+}
+double fma_probe_sse2(std::size_t iters, float seed) {
+    __m128 acc[12];
+    for (int i = 0; i < 12; ++i) acc[i] = _mm_set1_ps(seed + float(i));
+    const __m128 m = _mm_set1_ps(0.999999f), a = _mm_set1_ps(1e-7f);
+    for (std::size_t it = 0; it < iters; ++it)
+        for (auto& x : acc) x = _mm_add_ps(_mm_mul_ps(x, m), a);
+    alignas(16) float lanes[4];
+    __m128 s = acc[0];
+    for (int i = 1; i < 12; ++i) s = _mm_add_ps(s, acc[i]);
+    _mm_store_ps(lanes, s);
+    double sum = 0;
+    for (float v : lanes) sum += v;
+    return sum;
+}
+#endif
+
+/// Float lanes of the ISA the kernels run on (oar's dispatch, not this file's -march).
+double isa_lanes() {
+#if OAR_ISA_X86
+    switch (active_vector_isa()) {
+        case cpu_isa::avx512: return 16.0;
+        case cpu_isa::avx2: return 8.0;
+        default: return 4.0;
+    }
+#else
+    return double(xsimd::batch<float>::size);
+#endif
+}
+
 double fma_probe_thread(std::size_t iters, float seed) {
+#if OAR_ISA_X86
+    switch (active_vector_isa()) {
+        case cpu_isa::avx512: return fma_probe_avx512(iters, seed);
+        case cpu_isa::avx2: return fma_probe_avx2(iters, seed);
+        default: return fma_probe_sse2(iters, seed);
+    }
+#else
     using V = xsimd::batch<float>;
     V acc[12];
     for (int i = 0; i < 12; ++i) acc[i] = V(seed + float(i));
@@ -52,6 +125,7 @@ double fma_probe_thread(std::size_t iters, float seed) {
     V s(0.0f);
     for (auto& x : acc) s += x;
     return double(xsimd::hadd(s));
+#endif
 }
 
 /// CPU seconds the calling thread has run (the probe's clock: other processes on the machine do not
@@ -66,7 +140,7 @@ double thread_cpu_seconds() {
 /// own CPU time, best of 3): the peak that `of_peak` refers to.
 double measure_peak() {
     constexpr std::size_t iters = 4'000'000;
-    const double flops_per_thread = double(iters) * 12.0 * 2.0 * double(xsimd::batch<float>::size);
+    const double flops_per_thread = double(iters) * 12.0 * 2.0 * isa_lanes();
     auto& pool = default_pool();
     std::vector<double> sink(pool.size()), rate(pool.size());
     double best = 0;
@@ -90,15 +164,6 @@ double probe_flops() {
     return peak;
 }
 
-/// Float lanes of the ISA the kernels run on (oar's dispatch, not this file's -march).
-double isa_lanes() {
-    switch (active_vector_isa()) {
-        case cpu_isa::avx512: return 16.0;
-        case cpu_isa::avx2: return 8.0;
-        default: return 4.0;
-    }
-}
-
 /// The first "cpu MHz" of /proc/cpuinfo in Hz, 0 when there is none.
 double cpuinfo_hz() {
     std::ifstream in("/proc/cpuinfo");
@@ -111,26 +176,25 @@ double cpuinfo_hz() {
     return 0.0;
 }
 
-/// The nominal peak of one thread in FLOP/s: lanes x 2 FMA units x 2 FLOPs x clock. The clock is
-/// the FMA probe's calibration (its per-thread rate over its own CPU time / (its lanes x 2 units x
-/// 2 FLOPs)): a virtual machine's /proc/cpuinfo "cpu MHz" is often the base clock, below the one
-/// the cores run FMAs at (then every fraction would be overstated); /proc/cpuinfo's value when the
-/// probe cannot run. Printed once, with /proc/cpuinfo's value beside it.
+/// One thread's peak in FLOP/s: the FMA probe's rate per thread at the active ISA (over its own CPU
+/// time, so other processes on the machine do not lower it); when the probe cannot run, /proc/cpuinfo's
+/// "cpu MHz" x the ISA's lanes x 2 FMA units x 2 FLOPs (a virtual machine's "cpu MHz" is often the
+/// base clock, below the one the cores run FMAs at). Printed once: the rate as lanes x 2 FLOPs x
+/// vector FMAs per second, with /proc/cpuinfo's clock beside it.
 double thread_peak_flops() {
     static const double peak = [] {
-        const double info = cpuinfo_hz();
-        double hz = probe_flops() / double(default_pool().size()) / (4.0 * double(xsimd::batch<float>::size));
-        const char* source = "the FMA probe's calibration";
-        if (!(hz > 0)) {
-            hz = info;
-            source = "/proc/cpuinfo cpu MHz";
+        const double info = cpuinfo_hz(), lanes = isa_lanes();
+        double p = probe_flops() / double(default_pool().size());
+        const char* source = "the FMA probe";
+        if (!(p > 0)) {
+            p = lanes * 2.0 * 2.0 * info;
+            source = "/proc/cpuinfo cpu MHz x 2 FMA units";
         }
-        const double p = isa_lanes() * 2.0 * 2.0 * hz;
         std::fprintf(stderr,
-                     "of_peak assumes %.0f float lanes (%s) x 2 FMA units x 2 FLOPs x %.0f MHz (from %s; /proc/cpuinfo "
-                     "cpu MHz: %.0f) x %zu threads = %.1f GFLOP/s\n",
-                     isa_lanes(), std::string(cpu_isa_name(active_vector_isa())).c_str(), hz / 1e6, source, info / 1e6,
-                     default_pool().size(), p * double(default_pool().size()) / 1e9);
+                     "of_peak against %s at the active ISA (%s, %.0f float lanes): %.1f GFLOP/s a thread = %.0f lanes x "
+                     "2 FLOPs x %.0f M vector FMAs/s (/proc/cpuinfo cpu MHz: %.0f) x %zu threads = %.1f GFLOP/s\n",
+                     source, std::string(cpu_isa_name(active_vector_isa())).c_str(), lanes, p / 1e9, lanes,
+                     p / (2.0 * lanes) / 1e6, info / 1e6, default_pool().size(), p * double(default_pool().size()) / 1e9);
         return p;
     }();
     return peak;
