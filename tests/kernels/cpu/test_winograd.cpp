@@ -4,7 +4,8 @@
 // leave partial micro-tiles; the fused ReLU bit for bit; the same bits on 1, 2 and 3 threads; and
 // where conv.hpp takes it (winograd_applies, set_conv_winograd) with the results of the batch
 // kernels. The same for the weight gradient (winograd_dw_batch): bound and thread counts; where
-// conv2d_backward takes it (winograd_dw_applies: 3x3 on outputs 29+ wide) with its bits.
+// conv2d_backward takes it (winograd_dw_applies: 3x3 on outputs 13+ wide with AVX-512, 29+ with AVX2
+// or SSE2) with its bits.
 // The error-bound cases are doctest suite `error_bounds`, which the tsan preset leaves out (tests/CMakeLists.txt).
 //
 // Error bound. Each output of an m x m tile (m = 2 for 5x5, 4 for 3x3) is a fixed linear function
@@ -470,28 +471,36 @@ TEST_CASE("Winograd's weight gradient is bit-identical whatever the thread count
     });
 }
 
-TEST_CASE("conv2d_backward takes Winograd's weight gradient for 3x3 on outputs 29+ wide, else and when off the direct one") {
+TEST_CASE("conv2d_backward takes Winograd's weight gradient for 3x3 on outputs 13+ wide with AVX-512, 29+ with AVX2 or SSE2, else and when off the direct one") {
     // The course's second convolution (5x5) and a ResNet8 block's at 8 x 8 (3x3, padding 1) keep the
     // direct weight gradient with the switch on or off; ResNet8's blocks at 32 x 32 take
-    // winograd_dw_batch on every sample (its bits) with the switch on, the direct kernel's off. db has
+    // winograd_dw_batch on every sample (its bits) with the switch on, the direct kernel's off; a
+    // 13-wide output (MyNet's conv2 shape, 16 channels here) takes it on the AVX-512 body only. db has
     // the direct path's bits either way (bias_grad sums as the direct path does). Both within the
     // bound against double.
-    CHECK(oar::cpu_detail::winograd_dw_applies<float>(16, 16, 3, 1, 32));
-    CHECK_FALSE(oar::cpu_detail::winograd_dw_applies<float>(16, 16, 3, 1, 28));
-    CHECK_FALSE(oar::cpu_detail::winograd_dw_applies<float>(20, 20, 5, 1, 32));
-    CHECK_FALSE(oar::cpu_detail::winograd_dw_applies<float>(16, 32, 3, 2, 32));
-    CHECK_FALSE(oar::cpu_detail::winograd_dw_applies<double>(16, 16, 3, 1, 32));
-    for (const Case& shape : {Case{20, 14, 14, 2, 20, 0}, Case{16, 8, 8, 1, 16, 0, 3}, Case{16, 32, 32, 1, 16, 0, 3}}) {
+    using oar::cpu_detail::winograd_dw_applies;
+    CHECK(winograd_dw_applies<float>(16, 16, 3, 1, 32, 8));
+    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 28, 8));
+    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 28, 4));
+    CHECK(winograd_dw_applies<float>(16, 16, 3, 1, 13, 16));
+    CHECK(winograd_dw_applies<float>(16, 16, 3, 1, 12, 16));
+    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 11, 16));
+    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 8, 16));
+    CHECK_FALSE(winograd_dw_applies<float>(20, 20, 5, 1, 32, 16));
+    CHECK_FALSE(winograd_dw_applies<float>(16, 32, 3, 2, 32, 16));
+    CHECK_FALSE(winograd_dw_applies<double>(16, 16, 3, 1, 32, 16));
+    for (const Case& shape : {Case{20, 14, 14, 2, 20, 0}, Case{16, 8, 8, 1, 16, 0, 3}, Case{16, 32, 32, 1, 16, 0, 3},
+                              Case{16, 15, 15, 0, 16, 0, 3}}) {
         INFO(describe(shape));
         const std::size_t C = shape.C, H = shape.H, K = shape.K, KK = K * K, M = shape.M, pad = shape.pad;
         const oar::ConvGeometry g{C, H, H, K, 1, pad};
-        const bool wino = H == 32;
         const std::size_t n = 18, in_size = C * H * H, out_size = M * shape.OH() * shape.OW();
         const auto x = random_vector<float>(n * in_size, 97), w = random_vector<float>(M * C * KK, 98, 0.2);
         const auto dy = random_vector<float>(n * out_size, 99);
         const Case k{C, H, H, pad, M, n, K};
         const auto want = dw_reference(k, x, dy);
         oar_test::for_each_isa([&] {
+            const bool wino = H == 32 || (H == 15 && oar::active_vector_isa() == oar::cpu_isa::avx512);
             auto backward = [&](bool on) {
                 oar::set_conv_winograd(on);
                 std::vector<float> dw(M * C * KK, 0.0f), db(M, 0.0f);

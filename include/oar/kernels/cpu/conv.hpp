@@ -21,8 +21,8 @@
 // Float convolutions with 5x5 or 3x3 kernels, stride 1 and 8+ input and output channels (the
 // course's second one, MyNet's and ResNet8's 3x3 ones) take Winograd F(2x2, 5x5) or F(4x4, 3x3)
 // instead for the forward and input gradient (winograd.hpp), except a last small group of SIMD lanes'
-// samples; their weight gradient too where winograd_dw_applies (3x3 on outputs at least 29 wide),
-// else it stays direct. set_conv_winograd(false) keeps them all on the direct path.
+// samples; their weight gradient too where winograd_dw_applies (3x3 on outputs at least 13 wide on
+// the AVX-512 body, 29 on the others), else it stays direct. set_conv_winograd(false) keeps them all on the direct path.
 // A ReLU after the convolution can be fused (op::conv2d_forward_relu / conv2d_backward_relu, chosen
 // by Network at compile time): the forward applies max(., 0) as the output is copied out (stride 1)
 // or to each sample's output while it is in cache; the backward masks each group's dy in place with

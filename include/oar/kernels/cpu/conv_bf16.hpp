@@ -12,8 +12,8 @@
 //   order fixed by the shapes alone; the bias gradient sums the rounded dy in order of samples.
 // Every result therefore has the same bits on any thread count.
 // Also conv2d_bf16_dw: the weight gradient alone on the AVX512-BF16 tile of isa/conv_bf16_dw.inc
-// (output positions in pairs, no column matrix), which a bf16_mixed Conv2D runs off that route where
-// the fp32 kernels would take a direct weight gradient (conv_bf16_dw_applies, Context::mixed_conv_dw).
+// (output positions in pairs, no column matrix), which a bf16_mixed Conv2D runs off that route for
+// stride-1 shapes but the widest 3x3 outputs (conv_bf16_dw_applies, Context::mixed_conv_dw).
 #pragma once
 
 #include <algorithm>  // std::min, std::max, std::fill
@@ -137,15 +137,18 @@ struct conv_bf16_dw_body {
 /// forward and input gradient stay on the fp32 kernels (Winograd, implicit GEMM) on rounded copies:
 /// the active ISA has them (AVX512-BF16, or AMX, whose CPUs have AVX512-BF16 too) and the
 /// convolution (out_c output channels) is stride-1 and square, not 1x1, with at least 8 input
-/// channels, where the fp32 kernels take a direct weight gradient (conv_body.inc conv_dw_gemm,
-/// conv_dw_dot); not where they take Winograd's (winograd_dw_applies: 3x3 on outputs 29+ wide, which
-/// does fewer multiplications than this tile's 2x can make up for). Applies whatever
-/// conv_bf16_units() says (that switch moves all three products to the im2col route).
+/// channels; not for 3x3 on outputs at least winograd_dw_wide (29) wide, where the fp32 Winograd
+/// weight gradient does fewer multiplications than this tile's 2x can make up for. (On narrower 3x3
+/// outputs the units measured faster than Winograd's, which the fp32 policy takes there from 13 wide
+/// on AVX-512: winograd_dw_applies.) Applies whatever conv_bf16_units() says (that switch moves all
+/// three products to the im2col route).
 inline bool conv_bf16_dw_applies(const ConvGeometry& g, std::size_t out_c) {
 #if OAR_ISA_X86 && OAR_ISA_COMPILED(2)
     const cpu_isa isa = active_cpu_isa();
     return (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) && g.square() && g.stride == 1 && g.kernel > 1 &&
-           g.channels >= 8 && !cpu_detail::winograd_dw_applies<float>(g.channels, out_c, g.kernel, 1, g.out_width());
+           g.channels >= 8 &&
+           !(g.kernel == 3 && g.out_width() >= cpu_detail::winograd_dw_wide &&
+             cpu_detail::winograd_applies<float>(g.channels, out_c, g.kernel, 1));
 #else
     (void)g, (void)out_c;
     return false;

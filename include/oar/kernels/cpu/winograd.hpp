@@ -5,10 +5,10 @@
 // at least 8 input and 8 output channels: the course's second convolution, MyNet's and ResNet8's
 // 3x3 ones; forward and input gradient (the same kernel on dy with the flipped weights). The weight
 // gradient (winograd_dw_batch, the forward's adjoint) is here too; conv.hpp takes it only for 3x3
-// on outputs at least 29 wide (winograd_dw_applies: ResNet8's 16-channel blocks): on narrower ones
-// and 5x5 the direct weight gradient measures faster (docs/BENCHMARKS.md), as an image has few
-// tiles a row and the per-block partial sums cost as much as the multiply-adds saved. Interpolation points 0, 1, -1, 2, -2 and infinity for
-// both (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): one input
+// on outputs wide enough (winograd_dw_applies: from 13 wide with AVX-512's 16 images a group, from
+// 29 with AVX2's 8): on narrower ones and 5x5 the direct weight gradient measures faster
+// (docs/BENCHMARKS.md), as an image has few tiles a row and the per-block partial sums cost as much
+// as the multiply-adds saved. Interpolation points 0, 1, -1, 2, -2 and infinity for both (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): one input
 // transform B^T; the output transform A^T has entries 0, +-1, +-2 (2x2 tiles) or up to +-8 (4x4 tiles).
 //   Y = A^T [ (G w G^T) (.) (B^T d B) ] A      for each (output channel, output tile), summed over c.
 // Images are the SIMD lanes: each group of L images (16 with AVX-512, 8 with AVX2, 4 with SSE2: the
@@ -62,15 +62,24 @@ bool winograd_applies(std::size_t C, std::size_t M, std::size_t kernel, std::siz
 }
 
 
-/// Whether conv.hpp takes winograd_dw_batch for the weight gradient of such a convolution: 3x3 on
-/// outputs at least 29 wide (a row of 8 or more 4x4 tiles, which the kernel's tile blocks take
-/// whole), where it measured faster than the direct weight gradient (ResNet8's 16 -> 16 on 32 x 32);
-/// narrower outputs (ResNet8's 32 -> 32 on 16 x 16, MyNet's 32 -> 64 on 13 x 13) and 5x5 measured
+/// Outputs at least this wide: winograd_dw_batch's 3x3 weight gradient (a row of 8 or more 4x4 tiles,
+/// which its tile blocks take whole) measured faster than the direct one on every body, and than the
+/// bf16 units' (ResNet8's 16 -> 16 on 32 x 32; docs/BENCHMARKS.md).
+inline constexpr std::size_t winograd_dw_wide = 29;
+
+/// The narrowest 3x3 output whose weight gradient conv.hpp gives winograd_dw_batch, on a body of
+/// `lanes` images per group: with AVX-512's 16 it measured faster than the direct GEMM from 13 wide
+/// (MyNet's 32 -> 64 on 13 x 13, ResNet8's 32 -> 32 on 16 x 16) and slower at 8 and 4 wide; with
+/// AVX2's 8 only from winograd_dw_wide (32 -> 32 on 16 x 16 was slower there).
+constexpr std::size_t winograd_dw_min_width(std::size_t lanes) { return lanes >= 16 ? 12 : winograd_dw_wide; }
+
+/// Whether conv.hpp takes winograd_dw_batch for the weight gradient of such a convolution on a body of
+/// `lanes` images per group: 3x3 on outputs at least winograd_dw_min_width(lanes) wide; 5x5 measured
 /// slower (docs/BENCHMARKS.md).
 template <class T>
-bool winograd_dw_applies(std::size_t C, std::size_t M, std::size_t kernel, std::size_t stride,
-                         std::size_t out_width) {
-    return kernel == 3 && out_width >= 29 && winograd_applies<T>(C, M, kernel, stride);
+bool winograd_dw_applies(std::size_t C, std::size_t M, std::size_t kernel, std::size_t stride, std::size_t out_width,
+                         std::size_t lanes) {
+    return kernel == 3 && out_width >= winograd_dw_min_width(lanes) && winograd_applies<T>(C, M, kernel, stride);
 }
 
 /// The per-ISA kernels (isa/winograd_body.inc), called through the dispatchers below; with
