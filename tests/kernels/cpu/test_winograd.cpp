@@ -479,16 +479,17 @@ TEST_CASE("conv2d_backward takes Winograd's weight gradient for 3x3 on outputs 1
     // the direct path's bits either way (bias_grad sums as the direct path does). Both within the
     // bound against double.
     using oar::cpu_detail::winograd_dw_applies;
-    CHECK(winograd_dw_applies<float>(16, 16, 3, 1, 32, 8));
-    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 28, 8));
-    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 28, 4));
-    CHECK(winograd_dw_applies<float>(16, 16, 3, 1, 13, 16));
-    CHECK(winograd_dw_applies<float>(16, 16, 3, 1, 12, 16));
-    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 11, 16));
-    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 8, 16));
-    CHECK_FALSE(winograd_dw_applies<float>(20, 20, 5, 1, 32, 16));
-    CHECK_FALSE(winograd_dw_applies<float>(16, 32, 3, 2, 32, 16));
-    CHECK_FALSE(winograd_dw_applies<double>(16, 16, 3, 1, 32, 16));
+    using oar::cpu_detail::winograd_dw_min_width;
+    CHECK(winograd_dw_applies<float>(16, 16, 3, 1, 32, winograd_dw_min_width(8)));
+    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 28, winograd_dw_min_width(8)));
+    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 28, winograd_dw_min_width(4)));
+    CHECK(winograd_dw_applies<float>(16, 16, 3, 1, 13, winograd_dw_min_width(16)));
+    CHECK(winograd_dw_applies<float>(16, 16, 3, 1, 12, winograd_dw_min_width(16)));
+    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 11, winograd_dw_min_width(16)));
+    CHECK_FALSE(winograd_dw_applies<float>(16, 16, 3, 1, 8, winograd_dw_min_width(16)));
+    CHECK_FALSE(winograd_dw_applies<float>(20, 20, 5, 1, 32, winograd_dw_min_width(16)));
+    CHECK_FALSE(winograd_dw_applies<float>(16, 32, 3, 2, 32, winograd_dw_min_width(16)));
+    CHECK_FALSE(winograd_dw_applies<double>(16, 16, 3, 1, 32, winograd_dw_min_width(16)));
     for (const Case& shape : {Case{20, 14, 14, 2, 20, 0}, Case{16, 8, 8, 1, 16, 0, 3}, Case{16, 32, 32, 1, 16, 0, 3},
                               Case{16, 15, 15, 0, 16, 0, 3}}) {
         INFO(describe(shape));

@@ -147,8 +147,8 @@ inline bool conv_bf16_dw_applies(const ConvGeometry& g, std::size_t out_c) {
     const cpu_isa isa = active_cpu_isa();
     return (isa == cpu_isa::avx512_bf16 || isa == cpu_isa::amx) && g.square() && g.stride == 1 && g.kernel > 1 &&
            g.channels >= 8 &&
-           !(g.kernel == 3 && g.out_width() >= cpu_detail::winograd_dw_wide &&
-             cpu_detail::winograd_applies<float>(g.channels, out_c, g.kernel, 1));
+           !cpu_detail::winograd_dw_applies<float>(g.channels, out_c, g.kernel, 1, g.out_width(),
+                                                   cpu_detail::winograd_dw_wide);
 #else
     (void)g, (void)out_c;
     return false;

@@ -8,7 +8,8 @@
 // on outputs wide enough (winograd_dw_applies: from 13 wide with AVX-512's 16 images a group, from
 // 29 with AVX2's 8): on narrower ones and 5x5 the direct weight gradient measures faster
 // (docs/BENCHMARKS.md), as an image has few tiles a row and the per-block partial sums cost as much
-// as the multiply-adds saved. Interpolation points 0, 1, -1, 2, -2 and infinity for both (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): one input
+// as the multiply-adds saved. Interpolation points 0, 1, -1, 2, -2 and infinity for both (Lavin and
+// Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): one input
 // transform B^T; the output transform A^T has entries 0, +-1, +-2 (2x2 tiles) or up to +-8 (4x4 tiles).
 //   Y = A^T [ (G w G^T) (.) (B^T d B) ] A      for each (output channel, output tile), summed over c.
 // Images are the SIMD lanes: each group of L images (16 with AVX-512, 8 with AVX2, 4 with SSE2: the
@@ -73,13 +74,13 @@ inline constexpr std::size_t winograd_dw_wide = 29;
 /// AVX2's 8 only from winograd_dw_wide (32 -> 32 on 16 x 16 was slower there).
 constexpr std::size_t winograd_dw_min_width(std::size_t lanes) { return lanes >= 16 ? 12 : winograd_dw_wide; }
 
-/// Whether conv.hpp takes winograd_dw_batch for the weight gradient of such a convolution on a body of
-/// `lanes` images per group: 3x3 on outputs at least winograd_dw_min_width(lanes) wide; 5x5 measured
-/// slower (docs/BENCHMARKS.md).
+/// Whether winograd_dw_batch computes the weight gradient of such a convolution: 3x3 on outputs at
+/// least min_width wide (conv.hpp: winograd_dw_min_width of its body's lanes; the bf16 units defer to
+/// it from winograd_dw_wide); 5x5 measured slower (docs/BENCHMARKS.md).
 template <class T>
 bool winograd_dw_applies(std::size_t C, std::size_t M, std::size_t kernel, std::size_t stride, std::size_t out_width,
-                         std::size_t lanes) {
-    return kernel == 3 && out_width >= winograd_dw_min_width(lanes) && winograd_applies<T>(C, M, kernel, stride);
+                         std::size_t min_width) {
+    return kernel == 3 && out_width >= min_width && winograd_applies<T>(C, M, kernel, stride);
 }
 
 /// The per-ISA kernels (isa/winograd_body.inc), called through the dispatchers below; with
